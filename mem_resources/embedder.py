@@ -1,0 +1,103 @@
+"""Text embedders: an offline hashing embedder (default) and an OpenAI-compatible one."""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from functools import cache
+
+import jieba
+import numpy as np
+from dagster import ConfigurableResource
+from openai import OpenAI
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer
+
+jieba.setLogLevel(logging.WARNING)
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_CJK_STOP = frozenset("的了是在和也就都而及与或着吧呢吗啊")
+
+
+def _features(text: str) -> list[str]:
+    """Word unigrams and bigrams; for Chinese, jieba words plus character uni- and bigrams."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    features: list[str] = []
+    words: list[str] = []
+    for token in _TOKEN.findall(text):
+        if _CJK.match(token):
+            features.extend(f"c:{ch}" for ch in token if ch not in _CJK_STOP)
+            features.extend(f"b:{token[i:i + 2]}" for i in range(len(token) - 1))
+            words.extend(w for w in jieba.lcut(token) if w not in _CJK_STOP)
+        elif token not in ENGLISH_STOP_WORDS:
+            words.append(token)
+            if len(token) > 4:
+                features.append(f"s:{token[:5]}")
+    features.extend(f"w:{w}" for w in words)
+    features.extend(f"p:{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    return features
+
+
+@cache
+def _vectorizer(dimension: int) -> HashingVectorizer:
+    return HashingVectorizer(
+        analyzer=_features, n_features=dimension, alternate_sign=False, norm="l2",
+        dtype=np.float32,
+    )
+
+
+def hashing_embed(texts: Sequence[str], dimension: int) -> np.ndarray:
+    """Stateless feature hashing: the same text gives the same vector on any machine, any day."""
+    if not texts:
+        return np.zeros((0, dimension), dtype=np.float32)
+    return _vectorizer(dimension).transform(list(texts)).toarray()
+
+
+class EmbedderResource(ConfigurableResource, ABC):
+    """Turns texts into L2-normalised float32 vectors of a fixed ``dimension``."""
+
+    dimension: int = 384
+    batch_size: int = 512
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class HashingEmbedder(EmbedderResource):
+    """Offline default: feature hashing of words, word pairs and CJK characters.
+
+    No model, no download, no state: vectors written today stay comparable with tomorrow's.
+    Similar wording scores high; paraphrases with no shared words do not (use an LLM embedder).
+    """
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return hashing_embed(texts, self.dimension)
+
+
+class OpenAIEmbedder(EmbedderResource):
+    """Any OpenAI-compatible ``/embeddings`` endpoint."""
+
+    model: str = "text-embedding-3-small"
+    base_url: str | None = None
+    api_key: str = "not-needed"
+    timeout_s: float = 30.0
+    max_retries: int = 5
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        client = OpenAI(base_url=self.base_url, api_key=self.api_key,
+                        timeout=self.timeout_s, max_retries=self.max_retries)
+        chunks: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start:start + self.batch_size])
+            response = client.embeddings.create(model=self.model, input=batch,
+                                                dimensions=self.dimension)
+            ordered = sorted(response.data, key=lambda item: item.index)
+            chunks.append(np.asarray([item.embedding for item in ordered], dtype=np.float32))
+        if not chunks:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = np.vstack(chunks)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1, norms)

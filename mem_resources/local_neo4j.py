@@ -1,0 +1,258 @@
+"""Start, reuse and stop a local Neo4j 5.26 Community server without Docker.
+
+The server jars come from Maven Central (``neo4j_server/pom.xml``); a one-file Java main
+(``neo4j_server/LocalNeo4j.java``) runs the embedded DBMS with Bolt on 127.0.0.1.
+State (data, logs, pid, resolved classpath) lives in ``$MEMTEND_NEO4J_HOME`` (default
+``.neo4j/`` in the project root, git-ignored). When ``NEO4J_URI`` is set, that server is
+used and nothing is started.
+
+    python -m mem_resources.local_neo4j up|down|status
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+from neo4j import GraphDatabase
+from neo4j.exceptions import ServiceUnavailable
+
+SERVER_DIR = Path(__file__).parent / "neo4j_server"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+JVM_FLAGS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+]
+
+
+class LocalNeo4jError(RuntimeError):
+    """The local server could not be prepared, started or reached."""
+
+
+@dataclass(frozen=True)
+class LocalNeo4jSettings:
+    home: Path
+    port: int
+    heap: str
+    pagecache: str
+    start_timeout_s: float
+
+    @classmethod
+    def from_env(cls) -> LocalNeo4jSettings:
+        return cls(
+            home=Path(os.environ.get("MEMTEND_NEO4J_HOME", PROJECT_ROOT / ".neo4j")).resolve(),
+            port=int(os.environ.get("MEMTEND_NEO4J_PORT", "7687")),
+            heap=os.environ.get("MEMTEND_NEO4J_HEAP", "1g"),
+            pagecache=os.environ.get("MEMTEND_NEO4J_PAGECACHE", "256m"),
+            start_timeout_s=float(os.environ.get("MEMTEND_NEO4J_START_TIMEOUT", "180")),
+        )
+
+    @property
+    def uri(self) -> str:
+        return f"bolt://127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "neo4j.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "neo4j.out.log"
+
+
+def _require(tool: str, hint: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise LocalNeo4jError(f"`{tool}` was not found on PATH. {hint}")
+    return path
+
+
+def _java_major(java: str) -> int:
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    version = out.split('"')[1] if '"' in out else "0"
+    head = version.split(".")[0]
+    return int(head) if head.isdigit() else 0
+
+
+def resolve_classpath(settings: LocalNeo4jSettings) -> str:
+    """Resolve the server classpath with Maven once per pom version; later calls read the cache."""
+    pom = SERVER_DIR / "pom.xml"
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    cache = settings.home / f"classpath-{digest}.txt"
+    if cache.exists():
+        return cache.read_text().strip()
+    mvn = _require("mvn", "Install Maven (Debian: apt-get install maven) to fetch the Neo4j jars.")
+    settings.home.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [mvn, "-B", "-q", "-f", str(pom), "dependency:build-classpath",
+         f"-Dmdep.outputFile={cache}"],
+        capture_output=True, text=True,
+    )
+    if result.returncode != 0 or not cache.exists():
+        cache.unlink(missing_ok=True)
+        raise LocalNeo4jError(f"Maven could not resolve the Neo4j jars:\n{result.stdout}{result.stderr}")
+    return cache.read_text().strip()
+
+
+def _write_conf(settings: LocalNeo4jSettings) -> Path:
+    conf = settings.home / "neo4j.conf"
+    conf.write_text(
+        "\n".join([
+            "server.bolt.enabled=true",
+            f"server.bolt.listen_address=127.0.0.1:{settings.port}",
+            "server.http.enabled=false",
+            "server.https.enabled=false",
+            "dbms.security.auth_enabled=false",
+            f"server.memory.pagecache.size={settings.pagecache}",
+            "db.tx_log.preallocate=false",
+            "db.tx_log.rotation.retention_policy=2 files",
+            "dbms.usage_report.enabled=false",
+            "",
+        ])
+    )
+    return conf
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_pid(settings: LocalNeo4jSettings) -> int | None:
+    try:
+        pid = int(settings.pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if _pid_alive(pid) else None
+
+
+def bolt_answers(uri: str, timeout_s: float = 2.0) -> bool:
+    try:
+        with GraphDatabase.driver(uri, auth=None, connection_timeout=timeout_s) as driver:
+            driver.verify_connectivity()
+        return True
+    except (ServiceUnavailable, OSError):
+        return False
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def up(settings: LocalNeo4jSettings | None = None) -> str:
+    """Start the server, or reuse the one already running; return its Bolt URI once it answers."""
+    settings = settings or LocalNeo4jSettings.from_env()
+    pid = _read_pid(settings)
+    if pid is not None and bolt_answers(settings.uri):
+        return settings.uri
+    if pid is None and _port_in_use(settings.port):
+        if bolt_answers(settings.uri):
+            return settings.uri
+        raise LocalNeo4jError(
+            f"Port {settings.port} is taken by something that is not Neo4j; "
+            "set MEMTEND_NEO4J_PORT to a free port."
+        )
+    if pid is None:
+        java = _require("java", "Install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless).")
+        if _java_major(java) < 17:
+            raise LocalNeo4jError("Neo4j 5.26 needs Java 17 or newer; `java -version` reports an older one.")
+        classpath = resolve_classpath(settings)
+        conf = _write_conf(settings)
+        (settings.home / "data").mkdir(parents=True, exist_ok=True)
+        with settings.log_file.open("ab") as log:
+            proc = subprocess.Popen(
+                [java, f"-Xmx{settings.heap}", f"-Xms{settings.heap}", *JVM_FLAGS,
+                 "-cp", classpath, str(SERVER_DIR / "LocalNeo4j.java"),
+                 str(settings.home / "dbms"), str(conf)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        settings.pid_file.write_text(str(proc.pid))
+        pid = proc.pid
+    deadline = time.monotonic() + settings.start_timeout_s
+    while time.monotonic() < deadline:
+        if not _pid_alive(pid):
+            raise LocalNeo4jError(f"Neo4j exited during start; see {settings.log_file}")
+        if bolt_answers(settings.uri):
+            return settings.uri
+        time.sleep(0.5)
+    raise LocalNeo4jError(f"Neo4j did not answer on {settings.uri} within "
+                          f"{settings.start_timeout_s:.0f}s; see {settings.log_file}")
+
+
+def down(settings: LocalNeo4jSettings | None = None, timeout_s: float = 60.0) -> bool:
+    """Stop the server cleanly (SIGTERM runs the DBMS shutdown hook); True if one was running."""
+    settings = settings or LocalNeo4jSettings.from_env()
+    pid = _read_pid(settings)
+    if pid is None:
+        settings.pid_file.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
+    if _pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    settings.pid_file.unlink(missing_ok=True)
+    return True
+
+
+def ensure_neo4j_uri() -> str:
+    """The URI to use: ``NEO4J_URI`` when set (nothing is started), else the local server's."""
+    return os.environ.get("NEO4J_URI") or up()
+
+
+cli = typer.Typer(add_completion=False, help="Manage the project's local Neo4j server.")
+
+
+@cli.command("up")
+def up_command() -> None:
+    """Start (or reuse) the local server and print its Bolt URI."""
+    if os.environ.get("NEO4J_URI"):
+        typer.echo(f"NEO4J_URI is set ({os.environ['NEO4J_URI']}); not starting a local server.")
+        return
+    try:
+        typer.echo(up())
+    except LocalNeo4jError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@cli.command("down")
+def down_command() -> None:
+    """Stop the local server."""
+    typer.echo("stopped" if down() else "not running")
+
+
+@cli.command("status")
+def status_command() -> None:
+    """Say whether the local server runs and answers."""
+    settings = LocalNeo4jSettings.from_env()
+    pid = _read_pid(settings)
+    answering = bolt_answers(settings.uri)
+    typer.echo(f"pid={pid} uri={settings.uri} answering={answering}")
+    raise typer.Exit(0 if answering else 3)
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

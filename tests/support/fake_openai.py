@@ -1,0 +1,78 @@
+"""A local HTTP server speaking the OpenAI chat-completions and embeddings protocol.
+
+Tests script its answers with a handler; the real ``openai`` SDK talks to it over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: Given the parsed request body, return (HTTP status, response body as dict or raw str).
+Handler = Callable[[dict[str, Any]], tuple[int, dict[str, Any] | str]]
+
+
+def chat_answer(content: str, prompt_tokens: int = 11, completion_tokens: int = 7) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "test-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def embeddings_answer(vectors: list[list[float]]) -> dict[str, Any]:
+    return {"object": "list", "model": "test-embedding",
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+
+@dataclass
+class FakeOpenAI:
+    base_url: str
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    chat: Handler = lambda body: (200, chat_answer("{}"))
+    embeddings: Handler = lambda body: (200, embeddings_answer([[1.0] for _ in body["input"]]))
+
+
+@contextmanager
+def fake_openai_server() -> Iterator[FakeOpenAI]:
+    """Serve on 127.0.0.1 on a free port; ``base_url`` ends in ``/v1`` like the real API."""
+    state = FakeOpenAI(base_url="")
+
+    class _Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            state.requests.append((self.path, body))
+            if self.path.endswith("/chat/completions"):
+                status, payload = state.chat(body)
+            elif self.path.endswith("/embeddings"):
+                status, payload = state.embeddings(body)
+            else:
+                status, payload = 404, {"error": {"message": f"no route {self.path}"}}
+            raw = payload if isinstance(payload, str) else json.dumps(payload)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw.encode())))
+            self.end_headers()
+            self.wfile.write(raw.encode())
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
