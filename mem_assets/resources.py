@@ -7,6 +7,7 @@ import dagster as dg
 
 from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
 from mem_resources.inbox import InboxResource
+from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.local_neo4j import LocalNeo4jSettings
 from mem_resources.neo4j_resource import Neo4jResource
@@ -40,6 +41,13 @@ def build_chat() -> OpenAIChatResource:
     )
 
 
+def build_judge() -> JudgeResource:
+    if uses_openai("LLM"):
+        return OpenAIJudge(chat=build_chat(),
+                           max_concurrency=int(os.environ.get("MEMTEND_JUDGE_CONCURRENCY", "4")))
+    return OfflineJudge()
+
+
 def build_resources() -> dict[str, Any]:
     return {
         "neo4j": Neo4jResource(
@@ -50,6 +58,7 @@ def build_resources() -> dict[str, Any]:
             embedding_dimension=embedding_dimension(),
         ),
         "embedder": build_embedder(),
+        "judge": build_judge(),
         "inbox": InboxResource(
             root=os.environ.get("MEMTEND_INBOX", "data/inbox"),
             quarantine_dir=os.environ.get("MEMTEND_QUARANTINE", "data/quarantine"),

@@ -1,0 +1,142 @@
+"""Candidate pairs for dedup: nearest activated neighbours of each unchecked node, per tenant.
+
+Pure numpy; the graph module loads the vectors. A pair is reported once, ordered by id.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mem_resources.embedder import EmbedderResource, HashingEmbedder
+
+PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
+
+#: Cosine threshold per embedder. Neural embedders (OpenAI): the seed's 0.8. The offline hashing
+#: embedder scores paraphrases and value conflicts lower (0.5–0.7), so it gets a value calibrated
+#: on tests/data/labeled_pairs.jsonl by bench/dedup_bench.py (see docs/dedup.md).
+NEURAL_THRESHOLD = 0.8
+HASHING_THRESHOLD = 0.5
+
+
+def default_threshold(embedder: EmbedderResource) -> float:
+    return HASHING_THRESHOLD if isinstance(embedder, HashingEmbedder) else NEURAL_THRESHOLD
+
+
+@dataclass(frozen=True)
+class NodeVectors:
+    """Activated nodes of one tenant: ids, memory types, payload hashes and unit vectors."""
+
+    ids: list[str]
+    memory_types: list[str]
+    hashes: list[str]
+    vectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+def _pairs_frame(rows: list[tuple[str, str, str, float, bool]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=PAIR_COLUMNS)
+    if frame.empty:
+        return frame.astype({"score": float, "exact": bool})
+    frame = frame.sort_values(["exact", "score"], ascending=False)
+    frame = frame.drop_duplicates(["left_id", "right_id"]).sort_values(["left_id", "right_id"])
+    return frame.reset_index(drop=True)
+
+
+def hash_pairs(new: NodeVectors, active_ids: list[str],
+               active_hashes: list[str]) -> list[tuple[str, str, str, float, bool]]:
+    """Every (new node, other activated node) sharing a payload hash: exact duplicates."""
+    by_hash: dict[str, list[str]] = defaultdict(list)
+    for node_id, hash_ in zip(active_ids, active_hashes, strict=True):
+        if hash_:
+            by_hash[hash_].append(node_id)
+    return [(*sorted((node_id, other)), memory_type, 1.0, True)
+            for node_id, memory_type, hash_ in zip(new.ids, new.memory_types, new.hashes, strict=True)
+            for other in (by_hash.get(hash_, ()) if hash_ else ()) if other != node_id]
+
+
+def find_candidates(new: NodeVectors, active: NodeVectors, threshold: float, top_k: int,
+                    chunk_rows: int = 256) -> pd.DataFrame:
+    """Pairs (new node, activated node of the same memory type) with cosine >= threshold among
+    the new node's top_k neighbours, plus every exact payload-hash duplicate.
+
+    ``active`` is every activated node of the tenant, the new ones included, so the nodes of one
+    batch are compared with each other too. Chunked so memory stays at chunk_rows x len(active).
+    """
+    rows = hash_pairs(new, active.ids, active.hashes)
+    active_types = np.asarray(active.memory_types)
+    new_types = np.asarray(new.memory_types)
+    active_vectors = unit_rows(active.vectors)
+    new_vectors = unit_rows(new.vectors)
+    active_ids = np.asarray(active.ids)
+    for memory_type in np.unique(new_types):
+        pool = np.flatnonzero(active_types == memory_type)
+        queries = np.flatnonzero(new_types == memory_type)
+        if len(pool) == 0:
+            continue
+        pool_vectors = active_vectors[pool]
+        pool_ids = active_ids[pool]
+        position = {node_id: i for i, node_id in enumerate(pool_ids.tolist())}
+        k = min(top_k + 1, len(pool))
+        for start in range(0, len(queries), chunk_rows):
+            batch = queries[start:start + chunk_rows]
+            scores = new_vectors[batch] @ pool_vectors.T
+            for row, query in enumerate(batch):
+                if (own := position.get(new.ids[query])) is not None:
+                    scores[row, own] = -np.inf
+            top = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < len(pool) else \
+                np.tile(np.arange(len(pool)), (len(batch), 1))
+            top_scores = np.take_along_axis(scores, top, axis=1)
+            order = np.argsort(-top_scores, axis=1)[:, :top_k]
+            for row, query in enumerate(batch):
+                for column in order[row]:
+                    score = float(top_scores[row, column])
+                    if score < threshold:
+                        break
+                    other = str(pool_ids[top[row, column]])
+                    rows.append((*sorted((new.ids[query], other)), str(memory_type), score, False))
+    return _pairs_frame(rows)
+
+
+def index_candidates(new: NodeVectors, active_ids: list[str], active_hashes: list[str],
+                     query: Callable[[list[dict], int], list[dict]],
+                     threshold: float, top_k: int, max_k: int) -> pd.DataFrame:
+    """Same pairs as find_candidates, with the neighbours from a vector index.
+
+    ``query(rows, k)`` returns, per row, the tenant's neighbours among the index's global top k
+    and that top k's lowest score. A row is asked again with 4x k while it has fewer than top_k
+    neighbours and the lowest global score is still >= threshold: another tenant's nodes (or the
+    working-memory twins) filling the global top k can never starve a tenant.
+    """
+    found = hash_pairs(new, active_ids, active_hashes)
+    rows = [{"id": i, "memory_type": t, "embedding": v.tolist()}
+            for i, t, v in zip(new.ids, new.memory_types, unit_rows(new.vectors), strict=True)]
+    types = {row["id"]: row["memory_type"] for row in rows}
+    pending, k = rows, min(max(4 * top_k, 32), max_k)
+    while pending:
+        retry: set[str] = set()
+        for answer in query(pending, k):
+            mine = [n for n in answer["neighbours"] if n["score"] >= threshold][:top_k]
+            starved = (len(mine) < top_k and answer["returned"] == k and answer["floor"] >= threshold
+                       and k < max_k)
+            if starved:
+                retry.add(answer["id"])
+                continue
+            found.extend((*sorted((answer["id"], n["id"])), types[answer["id"]], float(n["score"]), False)
+                         for n in mine)
+        pending = [row for row in pending if row["id"] in retry]
+        k = min(4 * k, max_k)
+    return _pairs_frame(found)
+
