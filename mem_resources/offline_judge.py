@@ -26,6 +26,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import Literal
 
 import jieba
@@ -105,10 +106,12 @@ class Analysis:
         return frozenset(self.words)
 
 
+@lru_cache(maxsize=65536)
 def normalize(text: str) -> str:
     return " ".join(_TOKEN.findall(unicodedata.normalize("NFKC", text).lower().replace("’", "'")))
 
 
+@lru_cache(maxsize=65536)
 def analyze(text: str) -> Analysis:
     words: list[str] = []
     negated = False

@@ -30,7 +30,7 @@ PREVIEW_ROWS = 20
 class DedupConfig(dg.Config):
     threshold: float | None = Field(
         default=None, ge=-1.0, le=1.0,
-        description="Cosine threshold; default per embedder (0.8 neural, 0.5 offline hashing).")
+        description="Cosine threshold; default per embedder (0.8 neural, 0.2 offline hashing).")
     top_k: int = Field(default=5, ge=1, description="Neighbours compared per unchecked node.")
     search: Literal["numpy", "vector_index"] = Field(
         default="numpy", description="Batched matrix product per tenant, or the Neo4j vector index.")

@@ -171,11 +171,11 @@ def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: 
         """
         MATCH (t:MemoryItem {user_name: $tenant, id: $template})
         CREATE (m:Node:MemoryItem)
-        SET m = properties(t)
-        REMOVE m.dedup_checked_at, m.archived_reason, m.archived_at
+        SET m = t {.*, id: $merged, dedup_checked_at: null, archived_reason: null, archived_at: null}
         SET m += $props
         """,
-        tenant=tenant, template=template_id, props={**props, "id": merged_id, "user_name": tenant},
+        tenant=tenant, template=template_id, merged=merged_id,
+        props={**props, "id": merged_id, "user_name": tenant},
     ).consume()
     moved_out = tx.run(
         """
