@@ -10,7 +10,7 @@ flag. Then, first match wins:
 3. antonyms across the texts ("likes" / "hates", "单身" / "已婚")   -> contradictory
 4. negation differs and most content words are shared           -> contradictory
 5. the content words differ in exactly one short span (<= 2 words each side) holding a number,
-   or sitting next to a single-valued cue ("lives", "works", "name", "住", "叫", "岁", "最")
+   or right next to a single-valued cue ("lives", "works", "name", "color", "住", "叫", "颜色")
                                                                  -> contradictory
 6. one text is the other plus extra words (word level, or character level for Chinese), or the
    content words are the same                                    -> redundant
@@ -91,8 +91,8 @@ _ANTONYMS = frozenset(frozenset(_stem(w) for w in pair.split()) for pair in (
 ))
 _PEOPLE = _stems(_PEOPLE_WORDS)
 _CUES = _stems(
-    "lives works job name called age old born birthday favorite married hometown city salary phone "
-    "email address profession 住 工作 叫 名字 岁 年龄 生日 出生 最 职业 老家 家乡 电话 邮箱 工资 城市 地址"
+    "lives works job name called age born birthday favorite color colour married hometown city salary phone "
+    "email address profession 住 工作 叫 名字 岁 年龄 生日 出生 最 职业 老家 家乡 电话 邮箱 工资 城市 地址 颜色 名叫"
 )
 
 
@@ -133,15 +133,18 @@ def analyze(text: str) -> Analysis:
     return Analysis(tuple(words), negated)
 
 
-def _single_substitution(x: tuple[str, ...], y: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
-    """The one differing span of two word sequences, if they differ in exactly one short span."""
+def _single_substitution(x: tuple[str, ...], y: tuple[str, ...]
+                         ) -> tuple[list[str], list[str], list[str]] | None:
+    """The one differing span of two word sequences (old, new, and the words right next to it),
+    if they differ in exactly one short span."""
     changes = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(changes) != 1 or changes[0][0] != "replace":
         return None
     _, i1, i2, j1, j2 = changes[0]
     if i2 - i1 > 2 or j2 - j1 > 2:
         return None
-    return list(x[i1:i2]), list(y[j1:j2])
+    neighbours = [*x[max(i1 - 1, 0):i1], *x[i2:i2 + 1]]
+    return list(x[i1:i2]), list(y[j1:j2]), neighbours
 
 
 def _only_insertions(x: str | tuple[str, ...], y: str | tuple[str, ...]) -> bool:
@@ -171,9 +174,9 @@ def judge(a: str, b: str) -> tuple[Label, str]:
     if x.negated == y.negated:
         span = _single_substitution(x.words, y.words)
         if span is not None:
-            old, new = span
+            old, new, neighbours = span
             numbers = any(_NUMBER.match(w) for w in old) and any(_NUMBER.match(w) for w in new)
-            if numbers or _has_cue(shared):
+            if numbers or _has_cue(frozenset(neighbours)):
                 return "contradictory", f"different values for one attribute ({' '.join(old)} vs {' '.join(new)})"
         if not only_a and not only_b:
             return "redundant", "same content words"

@@ -25,6 +25,7 @@ from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 
 PREVIEW_ROWS = 20
+SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
 
 
 class DedupConfig(dg.Config):
@@ -181,23 +182,29 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         plan = plan_resolutions(tenant, judgments, nodes, judge.fuse)
         vectors = embedder.embed([m.text for m in plan.merges])
         rows = []
+        retired: set[str] = set()
         for merge, vector in zip(plan.merges, vectors, strict=True):
-            outcome = session.execute_write(apply_merge, tenant, merge, vector.tolist(), now)
+            outcome = SKIPPED if retired.intersection(merge.sources) else \
+                session.execute_write(apply_merge, tenant, merge, vector.tolist(), now)
+            if outcome["status"] == "applied":
+                retired.update(merge.sources)
             rows.append({"action": f"merge ({merge.update_type.value})", "sources": list(merge.sources),
                          "result": merge.merged_id, "text": merge.text, **outcome})
         for supersede in plan.supersedes:
-            outcome = session.execute_write(apply_supersede, tenant, supersede, now)
+            outcome = SKIPPED if retired.intersection((supersede.older, supersede.newer)) else \
+                session.execute_write(apply_supersede, tenant, supersede, now)
+            if outcome["status"] == "applied":
+                retired.add(supersede.older)
             rows.append({"action": "supersede", "sources": [supersede.older, supersede.newer],
                          "result": supersede.newer, "text": nodes[supersede.newer].memory
                          if supersede.newer in nodes else "", **outcome})
-        for row in rows:
-            if row["status"] not in ("applied", "already merged"):
-                context.log.info(f"{row['action']} of {row['sources']} {row['status']}; "
-                                 "left unchecked for the next run")
+        deferred = [row for row in rows if row["status"] not in ("applied", "already merged")]
+        if deferred:
+            context.log.info(f"{len(deferred)} resolutions deferred (a node changed or was archived "
+                             "earlier in this run); their nodes stay unchecked for the next run")
         for group in plan.unresolved:
             context.log.warning(f"Resolver failed for {list(group)}: left as they are, unchecked.")
-        held_back = {i for row in rows if row["status"] not in ("applied", "already merged")
-                     for i in row["sources"]}
+        held_back = {i for row in deferred for i in row["sources"]}
         held_back |= {i for group in plan.unresolved for i in group}
         if len(judgments):
             failed = judgments[judgments["failed"]]
