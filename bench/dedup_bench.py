@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import sys
@@ -190,16 +191,18 @@ def scale(neo4j: Neo4jResource, existing: int, new: int) -> dict[str, float]:
                      "judge": OfflineJudge(), "io_manager": dg.FilesystemIOManager(base_dir=tmp)}
         assets = [dedup_candidates, relation_judgments, merged_nodes]
 
-        def stage(asset: dg.AssetsDefinition, run_config: dict | None = None) -> tuple[float, dict]:
-            begin = time.perf_counter()
+        def stage(asset: dg.AssetsDefinition, run_config: dict | None = None,
+                  label: str = "") -> tuple[float, dict]:
+            begin, cpu = time.perf_counter(), time.process_time()
             result = dg.materialize(assets, selection=[asset], partition_key=TENANT, instance=instance,
                                     resources=resources, run_config=run_config or {})
             elapsed = time.perf_counter() - begin
+            figures[f"{label or asset.key.to_user_string()}_python_cpu_s"] = time.process_time() - cpu
             [event] = result.get_asset_materialization_events()
             return elapsed, {k: v.value for k, v in event.materialization.metadata.items()}
 
         cfg = {"ops": {"dedup_candidates": {"config": {"search": "vector_index"}}}}
-        figures["candidates_vector_index_s"], meta_index = stage(dedup_candidates, cfg)
+        figures["candidates_vector_index_s"], meta_index = stage(dedup_candidates, cfg, "candidates_vector_index")
         reset_marks(neo4j, new_ids)
         figures["candidates_numpy_s"], meta = stage(dedup_candidates)
         figures["pairs"] = meta["pairs"]
@@ -211,6 +214,7 @@ def scale(neo4j: Neo4jResource, existing: int, new: int) -> dict[str, float]:
         figures["edges_moved"] = meta["edges_moved"]
     figures["pipeline_numpy_s"] = figures["candidates_numpy_s"] + figures["judging_s"] + figures["merging_s"]
     figures["peak_rss_mb"] = peak_rss_mb()
+    figures["load_average_1min"] = os.getloadavg()[0]
     clear_tenant(neo4j)
     return figures
 

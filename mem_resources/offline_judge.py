@@ -9,8 +9,9 @@ flag. Then, first match wins:
 2. the two texts are about different people ("wife", "姐姐")      -> independent
 3. antonyms across the texts ("likes" / "hates", "单身" / "已婚")   -> contradictory
 4. negation differs and most content words are shared           -> contradictory
-5. the content words differ in exactly one short span (<= 2 words each side) holding a number,
-   or right next to a single-valued cue ("lives", "works", "name", "color", "住", "叫", "颜色")
+5. the content words differ in exactly one short span (<= 2 words each side) that is not a
+   person's name ("friend Tom" / "friend Anna") and holds a number,
+   or sits right next to a single-valued cue ("lives", "works", "name", "color", "住", "叫", "颜色")
                                                                  -> contradictory
 6. one text is the other plus extra words (word level, or character level for Chinese), or the
    content words are the same                                    -> redundant
@@ -134,17 +135,18 @@ def analyze(text: str) -> Analysis:
 
 
 def _single_substitution(x: tuple[str, ...], y: tuple[str, ...]
-                         ) -> tuple[list[str], list[str], list[str]] | None:
-    """The one differing span of two word sequences (old, new, and the words right next to it),
-    if they differ in exactly one short span."""
+                         ) -> tuple[list[str], list[str], str, str] | None:
+    """The one differing span of two word sequences (old, new, the words right before and after
+    it), if they differ in exactly one short span."""
     changes = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(changes) != 1 or changes[0][0] != "replace":
         return None
     _, i1, i2, j1, j2 = changes[0]
     if i2 - i1 > 2 or j2 - j1 > 2:
         return None
-    neighbours = [*x[max(i1 - 1, 0):i1], *x[i2:i2 + 1]]
-    return list(x[i1:i2]), list(y[j1:j2]), neighbours
+    before = x[i1 - 1] if i1 > 0 else ""
+    after = x[i2] if i2 < len(x) else ""
+    return list(x[i1:i2]), list(y[j1:j2]), before, after
 
 
 def _only_insertions(x: str | tuple[str, ...], y: str | tuple[str, ...]) -> bool:
@@ -174,9 +176,11 @@ def judge(a: str, b: str) -> tuple[Label, str]:
     if x.negated == y.negated:
         span = _single_substitution(x.words, y.words)
         if span is not None:
-            old, new, neighbours = span
+            old, new, before, after = span
+            if before in _PEOPLE:
+                return "independent", "about different people"
             numbers = any(_NUMBER.match(w) for w in old) and any(_NUMBER.match(w) for w in new)
-            if numbers or _has_cue(frozenset(neighbours)):
+            if numbers or _has_cue(frozenset(w for w in (before, after) if w)):
                 return "contradictory", f"different values for one attribute ({' '.join(old)} vs {' '.join(new)})"
         if not only_a and not only_b:
             return "redundant", "same content words"

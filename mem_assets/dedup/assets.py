@@ -15,7 +15,7 @@ from mem_assets.dedup.candidates import (
 )
 from mem_assets.dedup.judging import judge_pairs
 from mem_assets.dedup.merging import item_from_properties, plan_resolutions
-from mem_assets.dedup.resolution import apply_merge, apply_supersede
+from mem_assets.dedup.resolution import DONE, apply_plan
 from mem_assets.ingest.assets import memory_items
 from mem_assets.partitions import tenant_partitions
 from mem_resources.embedder import EmbedderResource
@@ -25,7 +25,6 @@ from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 
 PREVIEW_ROWS = 20
-SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
 
 
 class DedupConfig(dg.Config):
@@ -70,31 +69,27 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     seen_at = utc_now()
     with neo4j.session() as session:
         unchecked = session.execute_read(graph.unchecked_nodes, tenant, config.max_nodes_per_run)
-        missing = [n for n in unchecked if not n["embedding"] or len(n["embedding"]) != embedder.dimension]
+        missing = [n for n in unchecked
+                   if n["embedding"] is None or len(n["embedding"]) != embedder.dimension]
         if missing:
-            vectors = embedder.embed([n["memory"] for n in missing])
-            for node, vector in zip(missing, vectors, strict=True):
-                node["embedding"] = vector.tolist()
+            for node, vector in zip(missing, embedder.embed([n["memory"] for n in missing]), strict=True):
+                node["embedding"] = vector
             session.execute_write(graph.set_embeddings, tenant,
-                                  [{"id": n["id"], "embedding": n["embedding"]} for n in missing])
+                                  [{"id": n["id"], "embedding": n["embedding"].tolist()} for n in missing])
         new = NodeVectors(
             ids=[n["id"] for n in unchecked], memory_types=[n["memory_type"] for n in unchecked],
             hashes=[n["payload_hash"] for n in unchecked],
-            vectors=np.asarray([n["embedding"] for n in unchecked], dtype=np.float32).reshape(
-                len(unchecked), embedder.dimension),
+            vectors=np.stack([n["embedding"] for n in unchecked]) if unchecked
+            else np.zeros((0, embedder.dimension), dtype=np.float32),
         )
         types = sorted(set(new.memory_types))
-        with_vectors = config.search == "numpy"
-        active = session.execute_read(graph.active_nodes, tenant, types, with_vectors)
-        if with_vectors:
-            active = [row for row in active if row[3] is not None and len(row[3]) == embedder.dimension]
-            pool = NodeVectors([r[0] for r in active], [r[1] for r in active], [r[2] for r in active],
-                               np.asarray([r[3] for r in active], dtype=np.float32).reshape(
-                                   len(active), embedder.dimension))
-            pairs = find_candidates(new, pool, threshold, config.top_k)
+        dimension = embedder.dimension if config.search == "numpy" else None
+        active = NodeVectors(*session.execute_read(graph.active_nodes, tenant, types, dimension))
+        if config.search == "numpy":
+            pairs = find_candidates(new, active, threshold, config.top_k)
         else:
             pairs = index_candidates(
-                new, [r[0] for r in active], [r[2] for r in active],
+                new, active.ids, active.hashes,
                 lambda rows, k: session.execute_read(graph.vector_neighbours, tenant, rows, k),
                 threshold, config.top_k, max_k=session.execute_read(graph.indexed_node_count))
         texts = {n["id"]: n["memory"] for n in unchecked}
@@ -181,24 +176,9 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
         plan = plan_resolutions(tenant, judgments, nodes, judge.fuse)
         vectors = embedder.embed([m.text for m in plan.merges])
-        rows = []
-        retired: set[str] = set()
-        for merge, vector in zip(plan.merges, vectors, strict=True):
-            outcome = SKIPPED if retired.intersection(merge.sources) else \
-                session.execute_write(apply_merge, tenant, merge, vector.tolist(), now)
-            if outcome["status"] == "applied":
-                retired.update(merge.sources)
-            rows.append({"action": f"merge ({merge.update_type.value})", "sources": list(merge.sources),
-                         "result": merge.merged_id, "text": merge.text, **outcome})
-        for supersede in plan.supersedes:
-            outcome = SKIPPED if retired.intersection((supersede.older, supersede.newer)) else \
-                session.execute_write(apply_supersede, tenant, supersede, now)
-            if outcome["status"] == "applied":
-                retired.add(supersede.older)
-            rows.append({"action": "supersede", "sources": [supersede.older, supersede.newer],
-                         "result": supersede.newer, "text": nodes[supersede.newer].memory
-                         if supersede.newer in nodes else "", **outcome})
-        deferred = [row for row in rows if row["status"] not in ("applied", "already merged")]
+        rows = apply_plan(session, tenant, plan, [v.tolist() for v in vectors],
+                          {i: n.memory for i, n in nodes.items()}, now)
+        deferred = [row for row in rows if row["status"] not in DONE]
         if deferred:
             context.log.info(f"{len(deferred)} resolutions deferred (a node changed or was archived "
                              "earlier in this run); their nodes stay unchecked for the next run")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from neo4j import ManagedTransaction
+from neo4j import ManagedTransaction, Session
 
 from mem_assets.dedup.merging import (
     MergePlan,
+    Plan,
     SupersedePlan,
     item_from_properties,
     keeps_source_text,
@@ -16,6 +17,9 @@ from mem_assets.dedup.merging import (
 )
 from mem_resources.graph import dedup as graph
 from mem_resources.memory_model import MemoryStatus
+
+DONE = ("applied", "already merged")
+SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
 
 
 def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding: list[float],
@@ -51,3 +55,25 @@ def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, no
     graph.supersede(tx, tenant, plan.older, plan.newer, superseded_survivor(older, newer),
                     plan.reason, now)
     return {"status": "applied", "archived": 1}
+
+
+def apply_plan(session: Session, tenant: str, plan: Plan, embeddings: list[list[float]],
+               texts: dict[str, str], now: datetime) -> list[dict]:
+    """Merges first, then supersedes, each in its own transaction; one row per resolution."""
+    rows = []
+    retired: set[str] = set()
+    for merge, embedding in zip(plan.merges, embeddings, strict=True):
+        outcome = SKIPPED if retired.intersection(merge.sources) else \
+            session.execute_write(apply_merge, tenant, merge, embedding, now)
+        if outcome["status"] == "applied":
+            retired.update(merge.sources)
+        rows.append({"action": f"merge ({merge.update_type.value})", "sources": list(merge.sources),
+                     "result": merge.merged_id, "text": merge.text, **outcome})
+    for supersede in plan.supersedes:
+        outcome = SKIPPED if retired.intersection((supersede.older, supersede.newer)) else \
+            session.execute_write(apply_supersede, tenant, supersede, now)
+        if outcome["status"] == "applied":
+            retired.add(supersede.older)
+        rows.append({"action": "supersede", "sources": [supersede.older, supersede.newer],
+                     "result": supersede.newer, "text": texts.get(supersede.newer, ""), **outcome})
+    return rows

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from neo4j import ManagedTransaction
 
 from mem_resources.graph.schema import VECTOR_INDEX
@@ -47,26 +48,48 @@ def pending_by_tenant(tx: ManagedTransaction) -> dict[str, list[str]]:
 
 
 def unchecked_nodes(tx: ManagedTransaction, tenant: str, limit: int) -> list[dict[str, Any]]:
+    """Oldest first; ``embedding`` is a float32 array, or None when the node has none."""
     result = tx.run(
         f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_UNCHECKED} "
         f"RETURN {_FIELDS}, n.embedding AS embedding "
         "ORDER BY coalesce(n.updated_at, n.created_at), n.id LIMIT $limit",
         tenant=tenant, working=WORKING, limit=limit,
     )
-    return [record.data() for record in result]
+    rows = []
+    for record in result:
+        row = record.data()
+        if row["embedding"] is not None:
+            row["embedding"] = np.asarray(row["embedding"], dtype=np.float32)
+        rows.append(row)
+    return rows
 
 
 def active_nodes(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
-                 with_vectors: bool) -> list[tuple[str, str, str, list[float] | None]]:
-    """(id, memory_type, payload_hash, embedding or None) of every activated node of these types."""
+                 dimension: int | None) -> tuple[list[str], list[str], list[str], np.ndarray]:
+    """ids, memory types, payload hashes of every activated node of these types, and (when a
+    ``dimension`` is given) their vectors as one float32 matrix; nodes without a vector of that
+    dimension are left out then. Rows are converted as they stream in, to keep memory flat."""
     result = tx.run(
         f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_NODE} "
         "AND coalesce(n.memory_type, 'LongTermMemory') IN $types "
         "RETURN n.id, coalesce(n.memory_type, 'LongTermMemory'), coalesce(n.payload_hash, ''), "
         "CASE WHEN $with_vectors THEN n.embedding END",
-        tenant=tenant, working=WORKING, types=list(memory_types), with_vectors=with_vectors,
+        tenant=tenant, working=WORKING, types=list(memory_types), with_vectors=dimension is not None,
     )
-    return [tuple(record.values()) for record in result]
+    ids: list[str] = []
+    types: list[str] = []
+    hashes: list[str] = []
+    vectors: list[np.ndarray] = []
+    for node_id, memory_type, hash_, embedding in result:
+        if dimension is not None:
+            if embedding is None or len(embedding) != dimension:
+                continue
+            vectors.append(np.asarray(embedding, dtype=np.float32))
+        ids.append(node_id)
+        types.append(memory_type)
+        hashes.append(hash_)
+    matrix = np.stack(vectors) if vectors else np.zeros((0, dimension or 0), dtype=np.float32)
+    return ids, types, hashes, matrix
 
 
 def indexed_node_count(tx: ManagedTransaction) -> int:
@@ -167,58 +190,48 @@ def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: 
                   now: datetime) -> dict[str, int]:
     """Create the merged node (copying the template source's extra properties), move every
     non-lineage edge of the sources onto it, archive the sources with MERGED_TO edges."""
-    tx.run(
+    record = tx.run(
         """
         MATCH (t:MemoryItem {user_name: $tenant, id: $template})
         CREATE (m:Node:MemoryItem)
         SET m = t {.*, id: $merged, dedup_checked_at: null, archived_reason: null, archived_at: null}
         SET m += $props
+        WITH m
+        CALL (m) {
+            UNWIND $ids AS id
+            MATCH (s:MemoryItem {user_name: $tenant, id: id})-[r]->(o)
+            WHERE NOT type(r) IN $lineage AND o <> m
+              AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
+            MERGE (m)-[c:$(type(r))]->(o)
+            SET c += properties(r)
+            DELETE r
+            RETURN count(*) AS moved_out
+        }
+        CALL (m) {
+            UNWIND $ids AS id
+            MATCH (s:MemoryItem {user_name: $tenant, id: id})<-[r]-(o)
+            WHERE NOT type(r) IN $lineage AND o <> m
+              AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
+            MERGE (o)-[c:$(type(r))]->(m)
+            SET c += properties(r)
+            DELETE r
+            RETURN count(*) AS moved_in
+        }
+        CALL (m) {
+            UNWIND $ids AS id
+            MATCH (s:MemoryItem {user_name: $tenant, id: id})
+            SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = $now,
+                s.evolve_to = [m.id]
+            CREATE (s)-[:MERGED_TO {update_type: $update_type, reason: $why, created_at: $now}]->(m)
+            RETURN count(s) AS archived
+        }
+        RETURN moved_out + moved_in AS edges_moved, archived
         """,
-        tenant=tenant, template=template_id, merged=merged_id,
-        props={**props, "id": merged_id, "user_name": tenant},
-    ).consume()
-    moved_out = tx.run(
-        """
-        MATCH (m:MemoryItem {user_name: $tenant, id: $merged})
-        UNWIND $ids AS id
-        MATCH (s:MemoryItem {user_name: $tenant, id: id})-[r]->(o)
-        WHERE NOT type(r) IN $lineage AND o <> m
-          AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
-        MERGE (m)-[c:$(type(r))]->(o)
-        SET c += properties(r)
-        DELETE r
-        RETURN count(*) AS moved
-        """,
-        tenant=tenant, merged=merged_id, ids=list(sources), lineage=list(LINEAGE_TYPES),
-    ).single()["moved"]
-    moved_in = tx.run(
-        """
-        MATCH (m:MemoryItem {user_name: $tenant, id: $merged})
-        UNWIND $ids AS id
-        MATCH (s:MemoryItem {user_name: $tenant, id: id})<-[r]-(o)
-        WHERE NOT type(r) IN $lineage AND o <> m
-          AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
-        MERGE (o)-[c:$(type(r))]->(m)
-        SET c += properties(r)
-        DELETE r
-        RETURN count(*) AS moved
-        """,
-        tenant=tenant, merged=merged_id, ids=list(sources), lineage=list(LINEAGE_TYPES),
-    ).single()["moved"]
-    archived = tx.run(
-        """
-        MATCH (m:MemoryItem {user_name: $tenant, id: $merged})
-        UNWIND $ids AS id
-        MATCH (s:MemoryItem {user_name: $tenant, id: id})
-        SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = $now,
-            s.evolve_to = [$merged]
-        CREATE (s)-[:MERGED_TO {update_type: $update_type, reason: $why, created_at: $now}]->(m)
-        RETURN count(s) AS archived
-        """,
-        tenant=tenant, merged=merged_id, ids=list(sources), reason=MERGED_REASON, now=now,
-        update_type=update_type, why=reason,
-    ).single()["archived"]
-    return {"edges_moved": moved_out + moved_in, "archived": archived}
+        tenant=tenant, template=template_id, merged=merged_id, ids=list(sources),
+        props={**props, "id": merged_id, "user_name": tenant}, lineage=list(LINEAGE_TYPES),
+        reason=MERGED_REASON, now=now, update_type=update_type, why=reason,
+    ).single()
+    return {"edges_moved": record["edges_moved"], "archived": record["archived"]}
 
 
 def supersede(tx: ManagedTransaction, tenant: str, older: str, newer: str,
