@@ -1,0 +1,262 @@
+"""Schema documents of the memory graph (seed 002 "验证方法"): build, render, diff, classify.
+
+A document lists node types (by id prefix) with labels, id formats, property keys and counts,
+and relationship types with source and target types, direction and counts. ``diff`` compares a
+candidate (a live export) with a reference and classifies every difference:
+
+- expected (seed 002 "预期差异"): conversation id format (``conv:ch00`` vs ``conv:2026-02-27``),
+  MemoryItem properties, counts (fewer Topics in realtime), types the candidate does not have
+  (yet), extra properties;
+- breaking (seed 002 "不应有的差异"): a node or relationship type the reference does not know,
+  other labels, a relationship in another direction or between other types, another id format,
+  a property every reference node has but some candidate nodes lack, edges across tenants.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from mem_resources.context_model import NODE_TYPE_BY_PREFIX
+
+FORMAT_VERSION = 1
+MAX_ID_FORMATS = 20
+
+#: Conversation ids differ by pipeline (``conv:<date>`` realtime, ``conv:ch<n>`` offline).
+EXPECTED_ID_FORMAT_TYPES = frozenset({"Conversation"})
+#: MemoryItem property sets differ by pipeline (the offline export carries more).
+EXPECTED_PROPERTY_TYPES = frozenset({"MemoryItem"})
+
+
+class NodeType(BaseModel):
+    type: str
+    prefix: str
+    count: int
+    labels: dict[str, int] = Field(description="label set (':A:B') → node count")
+    id_formats: dict[str, int] = Field(description="id format → node count")
+    properties: dict[str, int] = Field(description="property key → nodes carrying it")
+
+
+class RelationshipType(BaseModel):
+    type: str
+    source: str
+    target: str
+    count: int
+    cross_tenant: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.type, self.source, self.target)
+
+
+class SchemaDocument(BaseModel):
+    format_version: int = FORMAT_VERSION
+    tenant: str | None = Field(description="the tenant exported, or null for every tenant")
+    generated_at: datetime
+    node_types: list[NodeType]
+    relationship_types: list[RelationshipType]
+
+    def node_type(self, name: str) -> NodeType | None:
+        return next((n for n in self.node_types if n.type == name), None)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per node type and per relationship (type, source, target)."""
+        rows = [{"kind": "node", "type": n.type, "source": None, "target": None, "prefix": n.prefix,
+                 "count": n.count, "labels": ", ".join(n.labels), "id_formats": ", ".join(n.id_formats),
+                 "properties": len(n.properties)} for n in self.node_types]
+        rows += [{"kind": "relationship", "type": r.type, "source": r.source, "target": r.target,
+                  "prefix": None, "count": r.count, "labels": None, "id_formats": None,
+                  "properties": None} for r in self.relationship_types]
+        return pd.DataFrame(rows)
+
+
+def label_set(labels: Iterable[str]) -> str:
+    return "".join(f":{label}" for label in sorted(labels))
+
+
+def node_type_name(labels: Iterable[str], prefix: str) -> str:
+    """The seed's type for a known prefix; otherwise the prefix itself, or the label set."""
+    if prefix in NODE_TYPE_BY_PREFIX:
+        return NODE_TYPE_BY_PREFIX[prefix]
+    return prefix or label_set(labels) or "(no label)"
+
+
+def build_document(tenant: str | None, groups: list[dict[str, Any]],
+                   properties: list[dict[str, Any]], relationships: list[dict[str, Any]],
+                   generated_at: datetime | None = None) -> SchemaDocument:
+    """Fold the aggregated Cypher rows (``mem_resources.graph.schema_export``) into a document."""
+    counts: dict[str, int] = defaultdict(int)
+    prefixes: dict[str, str] = {}
+    labels: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    formats: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    keys: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in groups:
+        name = node_type_name(row["labels"], row["prefix"])
+        prefixes[name] = row["prefix"]
+        counts[name] += row["count"]
+        labels[name][label_set(row["labels"])] += row["count"]
+        formats[name][f"{row['prefix']}{row['id_format']}"] += row["count"]
+    for row in properties:
+        keys[node_type_name(row["labels"], row["prefix"])][row["key"]] += row["count"]
+    edges: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in relationships:
+        key = (row["type"], node_type_name(row["source_labels"], row["source_prefix"]),
+               node_type_name(row["target_labels"], row["target_prefix"]))
+        edges[key][0] += row["count"]
+        edges[key][1] += row["cross_tenant"]
+
+    def top(values: dict[str, int]) -> dict[str, int]:
+        ranked = sorted(values.items(), key=lambda item: (-item[1], item[0]))[:MAX_ID_FORMATS]
+        return dict(sorted(ranked))
+
+    node_types = [
+        NodeType(type=name, prefix=prefixes[name], count=counts[name], labels=dict(sorted(labels[name].items())),
+                 id_formats=top(formats[name]), properties=dict(sorted(keys[name].items())))
+        for name in sorted(counts)
+    ]
+    relationship_types = [
+        RelationshipType(type=t, source=s, target=g, count=c, cross_tenant=x)
+        for (t, s, g), (c, x) in sorted(edges.items())
+    ]
+    return SchemaDocument(tenant=tenant, generated_at=generated_at or datetime.now(UTC),
+                          node_types=node_types, relationship_types=relationship_types)
+
+
+class Severity(StrEnum):
+    EXPECTED = "expected"
+    BREAKING = "breaking"
+
+
+class Difference(BaseModel):
+    severity: Severity
+    kind: str
+    subject: str
+    detail: str
+
+
+def _node_differences(reference: SchemaDocument, candidate: SchemaDocument) -> Iterable[Difference]:
+    def diff(severity: Severity, kind: str, subject: str, detail: str) -> Difference:
+        return Difference(severity=severity, kind=kind, subject=subject, detail=detail)
+
+    for node in candidate.node_types:
+        ref = reference.node_type(node.type)
+        if ref is None:
+            yield diff(Severity.BREAKING, "node type", node.type,
+                       f"unknown node type (prefix `{node.prefix or '-'}`, labels "
+                       f"{', '.join(node.labels)}, {node.count} nodes)")
+            continue
+        for labels in sorted(set(node.labels) - set(ref.labels)):
+            yield diff(Severity.BREAKING, "labels", node.type,
+                       f"labels `{labels}` on {node.labels[labels]} nodes; reference: {', '.join(ref.labels)}")
+        new_formats = sorted(set(node.id_formats) - set(ref.id_formats))
+        if new_formats:
+            severity = Severity.EXPECTED if node.type in EXPECTED_ID_FORMAT_TYPES else Severity.BREAKING
+            yield diff(severity, "id format", node.type,
+                       f"{', '.join(f'`{f}`' for f in new_formats)}; reference: "
+                       f"{', '.join(f'`{f}`' for f in ref.id_formats)}")
+        if node.count != ref.count:
+            yield diff(Severity.EXPECTED, "count", node.type, f"{ref.count} → {node.count} nodes")
+        added = sorted(set(node.properties) - set(ref.properties))
+        if added:
+            yield diff(Severity.EXPECTED, "properties", node.type, f"additional: {', '.join(added)}")
+        required = [key for key, n in ref.properties.items() if ref.count and n == ref.count]
+        missing = sorted(key for key in required if node.properties.get(key, 0) < node.count)
+        if missing:
+            severity = Severity.EXPECTED if node.type in EXPECTED_PROPERTY_TYPES else Severity.BREAKING
+            yield diff(severity, "properties", node.type,
+                       f"missing on some nodes: {', '.join(missing)}")
+    for ref in reference.node_types:
+        if candidate.node_type(ref.type) is None and ref.count:
+            yield diff(Severity.EXPECTED, "count", ref.type, f"{ref.count} → 0 nodes (absent)")
+
+
+def _relationship_differences(reference: SchemaDocument,
+                              candidate: SchemaDocument) -> Iterable[Difference]:
+    ref_edges = {rel.key: rel for rel in reference.relationship_types}
+    ref_types = {rel.type for rel in reference.relationship_types}
+    cand_edges = {rel.key: rel for rel in candidate.relationship_types}
+    for key, rel in cand_edges.items():
+        subject = f"{rel.type} ({rel.source} → {rel.target})"
+        if rel.cross_tenant:
+            yield Difference(severity=Severity.BREAKING, kind="tenant isolation", subject=subject,
+                             detail=f"{rel.cross_tenant} edges join two tenants")
+        if key in ref_edges:
+            if ref_edges[key].count != rel.count:
+                yield Difference(severity=Severity.EXPECTED, kind="count", subject=subject,
+                                 detail=f"{ref_edges[key].count} → {rel.count} edges")
+            continue
+        if rel.type not in ref_types:
+            kind, detail = "relationship type", "unknown relationship type"
+        elif (rel.type, rel.target, rel.source) in ref_edges:
+            kind, detail = "direction", f"reversed: the reference has {rel.target} → {rel.source}"
+        else:
+            known = ", ".join(f"{s} → {t}" for (t0, s, t) in ref_edges if t0 == rel.type)
+            kind, detail = "endpoints", f"the reference has {known}"
+        yield Difference(severity=Severity.BREAKING, kind=kind, subject=subject,
+                         detail=f"{detail} ({rel.count} edges)")
+    for key, rel in ref_edges.items():
+        if key not in cand_edges and rel.count:
+            yield Difference(severity=Severity.EXPECTED, kind="count",
+                             subject=f"{rel.type} ({rel.source} → {rel.target})",
+                             detail=f"{rel.count} → 0 edges (absent)")
+
+
+def diff(reference: SchemaDocument, candidate: SchemaDocument) -> list[Difference]:
+    """Every difference of ``candidate`` from ``reference``, breaking ones first."""
+    found = [*_node_differences(reference, candidate), *_relationship_differences(reference, candidate)]
+    return sorted(found, key=lambda d: (d.severity != Severity.BREAKING, d.kind, d.subject))
+
+
+def breaking(differences: Iterable[Difference]) -> list[Difference]:
+    return [d for d in differences if d.severity == Severity.BREAKING]
+
+
+def _cell(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: Iterable[Iterable[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(document: SchemaDocument) -> str:
+    scope = f"tenant `{document.tenant}`" if document.tenant else "all tenants"
+    lines = [f"# Graph schema — {scope}", "",
+             f"Generated {document.generated_at.isoformat(timespec='seconds')}.", "", "## Node types", ""]
+    lines += _table(
+        ["Type", "ID prefix", "Labels", "Count", "ID formats"],
+        ([n.type, f"`{n.prefix}`" if n.prefix else "-", " ".join(n.labels), n.count,
+          ", ".join(f"`{f}`" for f in n.id_formats)] for n in document.node_types))
+    lines += ["", "## Node properties", "", "Property key (nodes carrying it).", ""]
+    lines += _table(["Type", "Properties"],
+                    ([n.type, ", ".join(f"{k} ({c})" for k, c in n.properties.items())]
+                     for n in document.node_types))
+    lines += ["", "## Relationship types", ""]
+    lines += _table(["Type", "Source", "Direction", "Target", "Count"],
+                    ([r.type, r.source, "→", r.target, r.count] for r in document.relationship_types))
+    return "\n".join(lines) + "\n"
+
+
+def render_diff_markdown(differences: list[Difference], reference: str, candidate: str) -> str:
+    broken = breaking(differences)
+    lines = [f"# Schema diff: {reference} → {candidate}", "",
+             f"**{len(broken)} breaking, {len(differences) - len(broken)} expected.**", ""]
+    if differences:
+        lines += _table(["Severity", "Kind", "Subject", "Detail"],
+                        ([d.severity.value, d.kind, d.subject, d.detail] for d in differences))
+    else:
+        lines.append("No differences.")
+    return "\n".join(lines) + "\n"
+
+
+def differences_frame(differences: list[Difference]) -> pd.DataFrame:
+    return pd.DataFrame([d.model_dump(mode="json") for d in differences],
+                        columns=["severity", "kind", "subject", "detail"])
