@@ -20,9 +20,7 @@ from pydantic import (
     AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator,
 )
 
-from mem_resources.memory_model import (
-    MemoryItem, MemoryMetadata, MemoryType, SourceMessage, memory_id, normalize_text, payload_hash,
-)
+from mem_resources.memory_model import MemoryType, memory_id, normalize_text, payload_hash
 
 #: Node type by id prefix (seed 002, "节点类型").
 NODE_TYPE_BY_PREFIX = {
@@ -215,19 +213,16 @@ class ContextRows:
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     scenes: dict[str, dict[str, Any]] = field(default_factory=dict)
     conversations: dict[str, dict[str, Any]] = field(default_factory=dict)
-    memories: dict[str, dict[str, Any]] = field(default_factory=dict)
+    memories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     claims: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def predicate_ids(self) -> list[str]:
         return sorted({claim["predicate_id"] for claim in self.claims})
 
-    def memory_texts(self) -> dict[str, str]:
-        return {mid: row["props"]["memory"] for mid, row in self.memories.items()}
-
-    def set_embeddings(self, embeddings: dict[str, list[float]]) -> None:
-        for mid, vector in embeddings.items():
-            self.memories[mid]["props"]["embedding"] = vector
+    def memory_rows(self) -> list[dict[str, Any]]:
+        """One row per (memory, context): the same text may come from several conversations."""
+        return [row for key in sorted(self.memories) for row in self.memories[key]]
 
 
 def _named(node_id: str, key: str, value: str, name: str | None = None) -> dict[str, Any]:
@@ -264,22 +259,68 @@ def _participants(record: ContextRecord, profile: TenantContext) -> _Participant
     )
 
 
-def memory_item(tenant: str, record: ContextRecord, role: Role) -> MemoryItem:
-    """The memtend memory for a record: the same id as a plain memory item with the same text."""
-    digest = payload_hash(tenant, record.memory_type.value, record.memory)
-    return MemoryItem(
-        id=memory_id(digest), memory=record.memory,
-        metadata=MemoryMetadata(
-            user_name=tenant, memory_type=record.memory_type, created_at=record.created_at,
-            updated_at=record.created_at, payload_hash=digest, tags=["context", role.value],
-            sources=[SourceMessage(type="chat", role="user" if role is Role.USER else "assistant",
-                                   content=record.memory, chat_time=record.created_at.isoformat())],
-        ),
-    )
+def context_memory_id(tenant: str, record: ContextRecord) -> str:
+    """The memtend id of a record's memory: the same node as a plain memory item with that text."""
+    return memory_id(payload_hash(tenant, record.memory_type.value, record.memory))
 
 
 def claim_id(claim: ClaimRecord, subject: str) -> str:
     return f"claim:{claim.predicate}|{claim.domain}|{subject}|tag:{id_token(claim.object)}"
+
+
+def add_record(rows: ContextRows, tenant: str, record: ContextRecord, profile: TenantContext,
+               now: datetime) -> None:
+    """Add one record's nodes and edges; raises ContextError (leaving ``rows`` as it was)."""
+    people = _participants(record, profile)
+    scene = record.scene or profile.scene
+    if not scene:
+        raise ContextError("scene is required (in the record or the tenant's context config)")
+    role = owner_role(record.memory)
+    owner = people.character(role)
+    for ref in (people.user_character, people.agent_character):
+        rows.characters[f"char:{ref.id}"] = _character(ref)
+    rows.users[f"user:{people.user_id}"] = _named(f"user:{people.user_id}", "user_id", people.user_id)
+    rows.agents[f"agent:{people.agent_id}"] = {
+        **_named(f"agent:{people.agent_id}", "agent_id", people.agent_id),
+        "character": f"char:{people.agent_character.id}",
+    }
+    rows.scenes[f"scene:{scene}"] = _named(f"scene:{scene}", "scene_id", scene)
+    conv_id = f"conv:{record.conversation}"
+    rows.conversations[conv_id] = _named(conv_id, "conv_id", record.conversation or "")
+
+    mem_id = context_memory_id(tenant, record)
+    rows.memories.setdefault(mem_id, []).append({
+        "id": mem_id, "owner": f"char:{owner.id}", "scene": f"scene:{scene}",
+        "conversation": conv_id,
+        "point_id": record.point_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"memtend:{tenant}:{mem_id}")),
+        "isolation": record.isolation or profile.isolation,
+        "collection": record.collection or profile.collection,
+        "exported_at": record.exported_at or now,
+    })
+    for claim in record.claims:
+        about = claim.about or role
+        character = people.character(about)
+        domain_id = f"dom:char:{character.id}:{claim.domain}"
+        predicate_id = f"pred:char:{character.id}:{claim.domain}:{claim.predicate}"
+        label = f"{claim.predicate} ({claim.domain})"
+        topic = id_token(claim.topic) if claim.topic else None
+        rows.claims.append({
+            "id": claim_id(claim, people.subject(about)),
+            "character": f"char:{character.id}",
+            "memory": mem_id,
+            "domain_id": domain_id,
+            "domain": {"domain": claim.domain, "character_id": character.id,
+                       "name": claim.domain, "display": claim.domain},
+            "predicate_id": predicate_id,
+            "predicate": {"predicate": claim.predicate, "domain": claim.domain,
+                          "character_id": character.id, "name": label, "display": label},
+            "props": {"predicate": claim.predicate, "domain": claim.domain, "status": claim.status,
+                      "confidence": claim.confidence, "name": label, "display": label,
+                      "object": claim.object, "subject": people.subject(about),
+                      "character_id": character.id, "observed_at": record.created_at},
+            "topic": None if topic is None else {
+                "id": f"topic:{topic}", "topic": claim.topic, "name": claim.topic, "display": topic},
+        })
 
 
 def build_rows(tenant: str, records: list[ContextRecord], profile: TenantContext,
@@ -287,57 +328,5 @@ def build_rows(tenant: str, records: list[ContextRecord], profile: TenantContext
     """Everything a batch writes, keyed by node id so each node appears once per batch."""
     rows = ContextRows()
     for record in records:
-        people = _participants(record, profile)
-        scene = record.scene or profile.scene
-        if not scene:
-            raise ContextError("scene is required (in the record or the tenant's context config)")
-        role = owner_role(record.memory)
-        owner = people.character(role)
-        for ref in (people.user_character, people.agent_character):
-            rows.characters[f"char:{ref.id}"] = _character(ref)
-        rows.users[f"user:{people.user_id}"] = _named(f"user:{people.user_id}", "user_id", people.user_id)
-        rows.agents[f"agent:{people.agent_id}"] = {
-            **_named(f"agent:{people.agent_id}", "agent_id", people.agent_id),
-            "character": f"char:{people.agent_character.id}",
-        }
-        rows.scenes[f"scene:{scene}"] = _named(f"scene:{scene}", "scene_id", scene)
-        conv_id = f"conv:{record.conversation}"
-        rows.conversations[conv_id] = _named(conv_id, "conv_id", record.conversation or "")
-
-        item = memory_item(tenant, record, role)
-        props = item.to_properties()
-        props.update(
-            point_id=record.point_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"memtend:{tenant}:{item.id}")),
-            isolation=record.isolation or profile.isolation,
-            collection=record.collection or profile.collection,
-            exported_at=record.exported_at or now,
-        )
-        rows.memories[item.id] = {
-            "id": item.id, "props": props, "owner": f"char:{owner.id}",
-            "scene": f"scene:{scene}", "conversation": conv_id,
-        }
-        for claim in record.claims:
-            about = claim.about or role
-            character = people.character(about)
-            domain_id = f"dom:char:{character.id}:{claim.domain}"
-            predicate_id = f"pred:char:{character.id}:{claim.domain}:{claim.predicate}"
-            label = f"{claim.predicate} ({claim.domain})"
-            topic = id_token(claim.topic) if claim.topic else None
-            rows.claims.append({
-                "id": claim_id(claim, people.subject(about)),
-                "character": f"char:{character.id}",
-                "memory": item.id,
-                "domain_id": domain_id,
-                "domain": {"domain": claim.domain, "character_id": character.id,
-                           "name": claim.domain, "display": claim.domain},
-                "predicate_id": predicate_id,
-                "predicate": {"predicate": claim.predicate, "domain": claim.domain,
-                              "character_id": character.id, "name": label, "display": label},
-                "props": {"predicate": claim.predicate, "domain": claim.domain, "status": claim.status,
-                          "confidence": claim.confidence, "name": label, "display": label,
-                          "object": claim.object, "subject": people.subject(about),
-                          "character_id": character.id, "observed_at": record.created_at},
-                "topic": None if topic is None else {
-                    "id": f"topic:{topic}", "topic": claim.topic, "name": claim.topic, "display": topic},
-            })
+        add_record(rows, tenant, record, profile, now)
     return rows

@@ -18,14 +18,28 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, Field
 
 from mem_resources.context_model import NODE_TYPE_BY_PREFIX
+from mem_resources.graph import schema_export
+from mem_resources.neo4j_resource import Neo4jResource
 
 FORMAT_VERSION = 1
+REFERENCE_PATH = Path(__file__).with_name("reference_schema.json")
+
+#: memtend's own node types beside seed 002's (the ingest ledger).
+MEMTEND_NODE_TYPES = {"file:": "IngestedFile"}
+#: memtend's own relationships between memories (dedup lineage, reorganization tree); the
+#: reference lists them as known even when its sample graph has none.
+MEMTEND_RELATIONSHIPS = {
+    "MERGED_TO": ("MemoryItem", "MemoryItem"),
+    "SUPERSEDED_BY": ("MemoryItem", "MemoryItem"),
+    "PARENT": ("MemoryItem", "MemoryItem"),
+}
 MAX_ID_FORMATS = 20
 
 #: Conversation ids differ by pipeline (``conv:<date>`` realtime, ``conv:ch<n>`` offline).
@@ -84,6 +98,8 @@ def node_type_name(labels: Iterable[str], prefix: str) -> str:
     """The seed's type for a known prefix; otherwise the prefix itself, or the label set."""
     if prefix in NODE_TYPE_BY_PREFIX:
         return NODE_TYPE_BY_PREFIX[prefix]
+    if prefix in MEMTEND_NODE_TYPES:
+        return MEMTEND_NODE_TYPES[prefix]
     return prefix or label_set(labels) or "(no label)"
 
 
@@ -126,6 +142,30 @@ def build_document(tenant: str | None, groups: list[dict[str, Any]],
     ]
     return SchemaDocument(tenant=tenant, generated_at=generated_at or datetime.now(UTC),
                           node_types=node_types, relationship_types=relationship_types)
+
+
+def export_document(neo4j: Neo4jResource, tenant: str | None) -> SchemaDocument:
+    """The live graph's schema, for one tenant or (``None``) all of them."""
+    with neo4j.session() as session:
+        groups = session.execute_read(schema_export.node_groups, tenant)
+        properties = session.execute_read(schema_export.node_properties, tenant)
+        relationships = session.execute_read(schema_export.relationships, tenant)
+    return build_document(tenant, groups, properties, relationships)
+
+
+def as_reference(document: SchemaDocument) -> SchemaDocument:
+    """A document to ship as the reference: memtend's own relationships added as known types."""
+    known = {rel.key for rel in document.relationship_types}
+    extra = [RelationshipType(type=t, source=s, target=g, count=0)
+             for t, (s, g) in MEMTEND_RELATIONSHIPS.items() if (t, s, g) not in known]
+    return document.model_copy(update={
+        "tenant": None,
+        "relationship_types": sorted([*document.relationship_types, *extra], key=lambda r: r.key),
+    })
+
+
+def load_document(path: Path | str) -> SchemaDocument:
+    return SchemaDocument.model_validate_json(Path(path).read_text(encoding="utf-8"))
 
 
 class Severity(StrEnum):

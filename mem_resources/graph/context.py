@@ -1,22 +1,24 @@
 """Cypher writer for seed 002's conversational context graph.
 
-Every node is MERGEd on ``(user_name, id)`` — the key of the per-label uniqueness constraints in
+Every metadata node is MERGEd on ``(user_name, id)`` — the key of the per-label uniqueness constraints in
 ``schema.py`` — so a realtime writer and an offline import, even running at once, meet on the same
 Character, Conversation, Scene and MemoryItem nodes. Edges are MERGEd with the seed's fixed
-directions. Memory nodes are full memtend memories (``MemoryItem.to_properties()``) that dedup and
-reorganization work on; a memory that dedup already merged away hands its new context edges to
-its ``MERGED_TO`` successor.
+directions. Memory nodes are written by the memtend memory writer (``graph.memories``), so they
+are the same nodes dedup and reorganization work on; this module adds seed 002's properties and
+the context edges. A memory that dedup already merged away hands its new context edges to its
+``MERGED_TO`` successor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from neo4j import ManagedTransaction, Session
 
 from mem_resources.context_model import ACTIVE, SUPERSEDED, ContextRows
+from mem_resources.graph import memories
+from mem_resources.memory_model import MemoryItem
 
 _MERGE_CHARACTERS = """
 UNWIND $rows AS row
@@ -53,12 +55,11 @@ SET c.conv_id = row.conv_id, c.name = row.name, c.display = row.display
 
 _MERGE_MEMORIES = """
 UNWIND $rows AS row
-MERGE (m:Node:MemoryItem {user_name: $tenant, id: row.id})
-ON CREATE SET m += row.props
-ON MATCH SET m.point_id = coalesce(m.point_id, row.props.point_id),
-             m.isolation = coalesce(m.isolation, row.props.isolation),
-             m.collection = coalesce(m.collection, row.props.collection),
-             m.exported_at = coalesce(m.exported_at, row.props.exported_at)
+MATCH (m:MemoryItem {user_name: $tenant, id: row.id})
+SET m.point_id = coalesce(m.point_id, row.point_id),
+    m.isolation = coalesce(m.isolation, row.isolation),
+    m.collection = coalesce(m.collection, row.collection),
+    m.exported_at = coalesce(m.exported_at, row.exported_at)
 WITH m, row
 OPTIONAL MATCH (m)-[:MERGED_TO*1..20]->(survivor:MemoryItem {user_name: $tenant})
 WHERE NOT (survivor)-[:MERGED_TO]->()
@@ -118,24 +119,14 @@ SET loser.status = $superseded, loser.superseded_by = winner.id, loser.supersede
 RETURN loser.id AS superseded, winner.id AS winner
 """
 
-_EXISTING_MEMORIES = """
-UNWIND $ids AS id
-MATCH (m:MemoryItem {user_name: $tenant, id: id})
-RETURN m.id AS id
-"""
 
 
 @dataclass(frozen=True)
 class WriteSummary:
+    nodes_created: int
     memories: int
     claims: int
     superseded: list[tuple[str, str]]
-
-
-def existing_memory_ids(session: Session, tenant: str, ids: Iterable[str]) -> set[str]:
-    """Which of these memory ids the tenant already has (they need no new embedding)."""
-    result = session.run(_EXISTING_MEMORIES, tenant=tenant, ids=sorted(set(ids)))
-    return {record["id"] for record in result}
 
 
 def supersede_conflicting_claims(tx: ManagedTransaction, tenant: str, predicate_ids: list[str],
@@ -153,22 +144,27 @@ def supersede_conflicting_claims(tx: ManagedTransaction, tenant: str, predicate_
     return [(record["superseded"], record["winner"]) for record in result]
 
 
-def _write(tx: ManagedTransaction, tenant: str, rows: ContextRows, single_valued: list[str],
-           now: datetime) -> WriteSummary:
+def _write(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem], rows: ContextRows,
+           single_valued: list[str], now: datetime) -> WriteSummary:
+    created = memories.write_memories(tx, tenant, nodes) if nodes else 0
     for query, family in (
         (_MERGE_CHARACTERS, rows.characters), (_MERGE_USERS, rows.users),
         (_MERGE_AGENTS, rows.agents), (_MERGE_SCENES, rows.scenes),
         (_MERGE_CONVERSATIONS, rows.conversations),
     ):
         tx.run(query, tenant=tenant, rows=[family[key] for key in sorted(family)]).consume()
-    memories = [rows.memories[key] for key in sorted(rows.memories)]
-    written = tx.run(_MERGE_MEMORIES, tenant=tenant, rows=memories).single(strict=True)["written"]
+    written = tx.run(_MERGE_MEMORIES, tenant=tenant, rows=rows.memory_rows()).single(strict=True)["written"]
     tx.run(_MERGE_CLAIMS, tenant=tenant, rows=rows.claims).consume()
     superseded = supersede_conflicting_claims(tx, tenant, rows.predicate_ids, single_valued, now)
-    return WriteSummary(memories=written, claims=len(rows.claims), superseded=superseded)
+    return WriteSummary(nodes_created=created, memories=written, claims=len(rows.claims),
+                        superseded=superseded)
 
 
-def write_context(session: Session, tenant: str, rows: ContextRows, single_valued: list[str],
-                  now: datetime) -> WriteSummary:
-    """Write one batch in one transaction (retried on deadlocks with concurrent writers)."""
-    return session.execute_write(_write, tenant, rows, single_valued, now)
+def write_context(session: Session, tenant: str, nodes: list[MemoryItem], rows: ContextRows,
+                  single_valued: list[str], now: datetime) -> WriteSummary:
+    """Write one batch in one transaction (retried on deadlocks with concurrent writers).
+
+    ``nodes`` are the batch's memories not yet in the graph, written through the memtend memory
+    writer (long-term node and working-memory twin); the context then attaches to them.
+    """
+    return session.execute_write(_write, tenant, nodes, rows, single_valued, now)

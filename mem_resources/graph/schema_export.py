@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neo4j import Session
+from neo4j import ManagedTransaction
 
 _SCOPE = "($tenant IS NULL OR n.user_name = $tenant)"
 _PREFIX = ("CASE WHEN {v}.id IS :: STRING AND {v}.id CONTAINS ':' "
@@ -49,16 +49,16 @@ RETURN type(r) AS type,
 """
 
 
-def node_groups(session: Session, tenant: str | None) -> list[dict[str, Any]]:
+def node_groups(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
     """One row per (labels, prefix, id_format) with its node count."""
-    return [record.data() for record in session.run(_NODE_GROUPS, tenant=tenant)]
+    return [record.data() for record in tx.run(_NODE_GROUPS, tenant=tenant)]
 
 
-def node_properties(session: Session, tenant: str | None) -> list[dict[str, Any]]:
+def node_properties(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
     """One row per (labels, prefix, property key) with how many nodes carry the key."""
-    return [record.data() for record in session.run(_NODE_PROPERTIES, tenant=tenant)]
+    return [record.data() for record in tx.run(_NODE_PROPERTIES, tenant=tenant)]
 
 
-def relationships(session: Session, tenant: str | None) -> list[dict[str, Any]]:
+def relationships(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
     """One row per (type, source labels/prefix, target labels/prefix), with cross-tenant count."""
-    return [record.data() for record in session.run(_RELATIONSHIPS, tenant=tenant)]
+    return [record.data() for record in tx.run(_RELATIONSHIPS, tenant=tenant)]
