@@ -6,7 +6,6 @@ from mem_assets.context_graph.assets import context_graph, graph_schema
 from mem_assets.context_graph.sensors import context_inbox_sensor
 from mem_assets.ingest.assets import memory_items
 from mem_assets.ingest.sensors import inbox_sensor
-from mem_assets.partitions import tenant_partitions
 from mem_assets.resources import build_resources
 
 #: Every tenant-partitioned stage, in lineage order; the main job runs them for one tenant.
@@ -15,7 +14,6 @@ tenant_pipeline = [memory_items, context_graph, graph_schema]
 tend_memory_job = dg.define_asset_job(
     "tend_memory",
     selection=dg.AssetSelection.assets(*tenant_pipeline),
-    partitions_def=tenant_partitions,
     description="Ingest, deduplicate and reorganize one tenant's memory graph.",
 )
 
