@@ -154,7 +154,8 @@ def _write(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem], rows: C
     ):
         tx.run(query, tenant=tenant, rows=[family[key] for key in sorted(family)]).consume()
     written = tx.run(_MERGE_MEMORIES, tenant=tenant, rows=rows.memory_rows()).single(strict=True)["written"]
-    tx.run(_MERGE_CLAIMS, tenant=tenant, rows=rows.claims).consume()
+    claims = sorted(rows.claims, key=lambda claim: (claim["predicate_id"], claim["id"]))
+    tx.run(_MERGE_CLAIMS, tenant=tenant, rows=claims).consume()
     superseded = supersede_conflicting_claims(tx, tenant, rows.predicate_ids, single_valued, now)
     return WriteSummary(nodes_created=created, memories=written, claims=len(rows.claims),
                         superseded=superseded)
