@@ -46,6 +46,22 @@ RELATIONSHIPS = {
     "EVIDENCED_BY": ("Claim", "MemoryItem"),
 }
 
+#: Keys every node of a type carries (seed 002's identifying properties); other properties vary
+#: by pipeline — MemoryItem's most of all — and only their absence is an expected difference.
+BASE_PROPERTIES = ("id", "user_name")
+REQUIRED_PROPERTIES = {
+    "MemoryItem": BASE_PROPERTIES,
+    "Character": (*BASE_PROPERTIES, "character_id", "name", "display"),
+    "Conversation": (*BASE_PROPERTIES, "conv_id", "name", "display"),
+    "Scene": (*BASE_PROPERTIES, "scene_id", "name", "display"),
+    "User": (*BASE_PROPERTIES, "user_id", "name", "display"),
+    "Agent": (*BASE_PROPERTIES, "agent_id", "name", "display"),
+    "Claim": (*BASE_PROPERTIES, "predicate", "domain", "status", "name", "display"),
+    "Domain": (*BASE_PROPERTIES, "domain", "character_id", "name", "display"),
+    "Predicate": (*BASE_PROPERTIES, "predicate", "domain", "character_id", "name", "display"),
+    "Topic": (*BASE_PROPERTIES, "name", "display"),
+}
+
 ACTIVE = "active"
 SUPERSEDED = "superseded"
 DEFAULT_ISOLATION = "tenant"

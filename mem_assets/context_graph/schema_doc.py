@@ -9,7 +9,7 @@ candidate (a live export) with a reference and classifies every difference:
   (yet), extra properties;
 - breaking (seed 002 "不应有的差异"): a node or relationship type the reference does not know,
   other labels, a relationship in another direction or between other types, another id format,
-  a property every reference node has but some candidate nodes lack, edges across tenants.
+  a required property (the seed's identifying keys) missing on some nodes, edges across tenants.
 """
 
 from __future__ import annotations
@@ -24,15 +24,16 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from mem_resources.context_model import NODE_TYPE_BY_PREFIX
+from mem_resources.context_model import BASE_PROPERTIES, NODE_TYPE_BY_PREFIX, REQUIRED_PROPERTIES
 from mem_resources.graph import schema_export
 from mem_resources.neo4j_resource import Neo4jResource
 
 FORMAT_VERSION = 1
 REFERENCE_PATH = Path(__file__).with_name("reference_schema.json")
 
-#: memtend's own node types beside seed 002's (the ingest ledger).
-MEMTEND_NODE_TYPES = {"file:": "IngestedFile"}
+#: memtend's own node types beside seed 002's, by id prefix: type name and label (the ingest
+#: ledger, dedup's judgment cache); the reference lists them as known even when its sample has none.
+MEMTEND_NODE_TYPES = {"file:": ("IngestedFile", "IngestedFile"), "judgment:": ("DedupJudgment", "DedupJudgment")}
 #: memtend's own relationships between memories (dedup lineage, reorganization tree); the
 #: reference lists them as known even when its sample graph has none.
 MEMTEND_RELATIONSHIPS = {
@@ -44,8 +45,6 @@ MAX_ID_FORMATS = 20
 
 #: Conversation ids differ by pipeline (``conv:<date>`` realtime, ``conv:ch<n>`` offline).
 EXPECTED_ID_FORMAT_TYPES = frozenset({"Conversation"})
-#: MemoryItem property sets differ by pipeline (the offline export carries more).
-EXPECTED_PROPERTY_TYPES = frozenset({"MemoryItem"})
 
 
 class NodeType(BaseModel):
@@ -55,6 +54,8 @@ class NodeType(BaseModel):
     labels: dict[str, int] = Field(description="label set (':A:B') → node count")
     id_formats: dict[str, int] = Field(description="id format → node count")
     properties: dict[str, int] = Field(description="property key → nodes carrying it")
+    required: list[str] = Field(default_factory=list,
+                                description="keys every node must carry (set in the reference)")
 
 
 class RelationshipType(BaseModel):
@@ -99,7 +100,7 @@ def node_type_name(labels: Iterable[str], prefix: str) -> str:
     if prefix in NODE_TYPE_BY_PREFIX:
         return NODE_TYPE_BY_PREFIX[prefix]
     if prefix in MEMTEND_NODE_TYPES:
-        return MEMTEND_NODE_TYPES[prefix]
+        return MEMTEND_NODE_TYPES[prefix][0]
     return prefix or label_set(labels) or "(no label)"
 
 
@@ -154,13 +155,20 @@ def export_document(neo4j: Neo4jResource, tenant: str | None) -> SchemaDocument:
 
 
 def as_reference(document: SchemaDocument) -> SchemaDocument:
-    """A document to ship as the reference: memtend's own relationships added as known types."""
-    known = {rel.key for rel in document.relationship_types}
-    extra = [RelationshipType(type=t, source=s, target=g, count=0)
-             for t, (s, g) in MEMTEND_RELATIONSHIPS.items() if (t, s, g) not in known]
+    """A document to ship as the reference: memtend's own node and relationship types added as
+    known types (count 0) when the sample graph has none of them."""
+    known_edges = {rel.key for rel in document.relationship_types}
+    edges = [RelationshipType(type=t, source=s, target=g, count=0)
+             for t, (s, g) in MEMTEND_RELATIONSHIPS.items() if (t, s, g) not in known_edges]
+    nodes = [NodeType(type=name, prefix=prefix, count=0, labels={f":{label}": 0},
+                      id_formats={f"{prefix}<x>": 0}, properties={})
+             for prefix, (name, label) in MEMTEND_NODE_TYPES.items() if document.node_type(name) is None]
+    typed = [node.model_copy(update={"required": list(REQUIRED_PROPERTIES.get(node.type, BASE_PROPERTIES))})
+             for node in [*document.node_types, *nodes]]
     return document.model_copy(update={
         "tenant": None,
-        "relationship_types": sorted([*document.relationship_types, *extra], key=lambda r: r.key),
+        "node_types": sorted(typed, key=lambda n: n.type),
+        "relationship_types": sorted([*document.relationship_types, *edges], key=lambda r: r.key),
     })
 
 
@@ -205,12 +213,13 @@ def _node_differences(reference: SchemaDocument, candidate: SchemaDocument) -> I
         added = sorted(set(node.properties) - set(ref.properties))
         if added:
             yield diff(Severity.EXPECTED, "properties", node.type, f"additional: {', '.join(added)}")
-        required = [key for key, n in ref.properties.items() if ref.count and n == ref.count]
-        missing = sorted(key for key in required if node.properties.get(key, 0) < node.count)
+        missing = sorted(key for key in ref.required if node.properties.get(key, 0) < node.count)
         if missing:
-            severity = Severity.EXPECTED if node.type in EXPECTED_PROPERTY_TYPES else Severity.BREAKING
-            yield diff(severity, "properties", node.type,
-                       f"missing on some nodes: {', '.join(missing)}")
+            yield diff(Severity.BREAKING, "properties", node.type,
+                       f"required, missing on some nodes: {', '.join(missing)}")
+        absent = sorted(set(ref.properties) - set(node.properties) - set(missing))
+        if absent:
+            yield diff(Severity.EXPECTED, "properties", node.type, f"fewer: {', '.join(absent)}")
     for ref in reference.node_types:
         if candidate.node_type(ref.type) is None and ref.count:
             yield diff(Severity.EXPECTED, "count", ref.type, f"{ref.count} → 0 nodes (absent)")
