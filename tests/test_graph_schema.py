@@ -4,7 +4,6 @@ a broken writer is caught by the asset check, exports are tenant-scoped, the CLI
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import dagster as dg
 import pytest

@@ -1,8 +1,8 @@
 """Cypher writer for seed 002's conversational context graph.
 
-Every metadata node is MERGEd on ``(user_name, id)`` — the key of the per-label uniqueness constraints in
-``schema.py`` — so a realtime writer and an offline import, even running at once, meet on the same
-Character, Conversation, Scene and MemoryItem nodes. Edges are MERGEd with the seed's fixed
+Every metadata node is MERGEd on ``(user_name, id)`` — the key of the per-label uniqueness
+constraints in ``schema.py`` — so a realtime writer and an offline import, even running at once,
+meet on the same Character, Conversation and Scene nodes. Edges are MERGEd with the seed's fixed
 directions. Memory nodes are written by the memtend memory writer (``graph.memories``), so they
 are the same nodes dedup and reorganization work on; this module adds seed 002's properties and
 the context edges. A memory that dedup already merged away hands its new context edges to its
