@@ -16,6 +16,7 @@ from mem_assets.dedup.candidates import (
 from mem_assets.dedup.judging import judge_pairs
 from mem_assets.dedup.merging import item_from_properties, plan_resolutions
 from mem_assets.dedup.resolution import DONE, apply_plan
+from mem_assets.context_graph.assets import context_graph
 from mem_assets.ingest.assets import memory_items
 from mem_assets.partitions import tenant_partitions
 from mem_resources.embedder import EmbedderResource
@@ -56,7 +57,7 @@ def _histogram(scores: pd.Series) -> dg.MetadataValue:
 
 @dg.asset(
     partitions_def=tenant_partitions,
-    deps=[memory_items],
+    deps=[memory_items, context_graph],
     kinds={"neo4j", "numpy"},
     group_name="dedup",
 )
