@@ -5,6 +5,7 @@ from typing import Literal
 import dagster as dg
 import numpy as np
 import pandas as pd
+from neo4j import Session
 from pydantic import Field
 
 from mem_assets.dedup.candidates import (
@@ -55,6 +56,26 @@ def _histogram(scores: pd.Series) -> dg.MetadataValue:
     return dg.MetadataValue.md("\n".join(lines))
 
 
+def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource,
+                       limit: int) -> tuple[NodeVectors, dict[str, str], int]:
+    """The unchecked nodes with their vectors and texts; nodes that arrived without a vector (or
+    with one of another dimension) are embedded now and the vector stored."""
+    unchecked = session.execute_read(graph.unchecked_nodes, tenant, limit)
+    missing = [n for n in unchecked if n["embedding"] is None or len(n["embedding"]) != embedder.dimension]
+    if missing:
+        for node, vector in zip(missing, embedder.embed([n["memory"] for n in missing]), strict=True):
+            node["embedding"] = vector
+        session.execute_write(graph.set_embeddings, tenant,
+                              [{"id": n["id"], "embedding": n["embedding"].tolist()} for n in missing])
+    new = NodeVectors(
+        ids=[n["id"] for n in unchecked], memory_types=[n["memory_type"] for n in unchecked],
+        hashes=[n["payload_hash"] for n in unchecked],
+        vectors=np.stack([n["embedding"] for n in unchecked]) if unchecked
+        else np.zeros((0, embedder.dimension), dtype=np.float32),
+    )
+    return new, {n["id"]: n["memory"] for n in unchecked}, len(missing)
+
+
 @dg.asset(
     partitions_def=tenant_partitions,
     deps=[memory_items, context_graph],
@@ -69,20 +90,7 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     threshold = config.threshold if config.threshold is not None else default_threshold(embedder)
     seen_at = utc_now()
     with neo4j.session() as session:
-        unchecked = session.execute_read(graph.unchecked_nodes, tenant, config.max_nodes_per_run)
-        missing = [n for n in unchecked
-                   if n["embedding"] is None or len(n["embedding"]) != embedder.dimension]
-        if missing:
-            for node, vector in zip(missing, embedder.embed([n["memory"] for n in missing]), strict=True):
-                node["embedding"] = vector
-            session.execute_write(graph.set_embeddings, tenant,
-                                  [{"id": n["id"], "embedding": n["embedding"].tolist()} for n in missing])
-        new = NodeVectors(
-            ids=[n["id"] for n in unchecked], memory_types=[n["memory_type"] for n in unchecked],
-            hashes=[n["payload_hash"] for n in unchecked],
-            vectors=np.stack([n["embedding"] for n in unchecked]) if unchecked
-            else np.zeros((0, embedder.dimension), dtype=np.float32),
-        )
+        new, texts, embedded = _unchecked_vectors(session, tenant, embedder, config.max_nodes_per_run)
         types = sorted(set(new.memory_types))
         dimension = embedder.dimension if config.search == "numpy" else None
         active = NodeVectors(*session.execute_read(graph.active_nodes, tenant, types, dimension))
@@ -93,18 +101,16 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
                 new, active.ids, active.hashes,
                 lambda rows, k: session.execute_read(graph.vector_neighbours, tenant, rows, k),
                 threshold, config.top_k, max_k=session.execute_read(graph.indexed_node_count))
-        texts = {n["id"]: n["memory"] for n in unchecked}
-        texts.update(session.execute_read(graph.node_texts, tenant,
-                                          sorted((set(pairs["left_id"]) | set(pairs["right_id"])) - set(texts))))
         paired = set(pairs["left_id"]) | set(pairs["right_id"])
+        texts.update(session.execute_read(graph.node_texts, tenant, sorted(paired - set(texts))))
         alone = [node_id for node_id in new.ids if node_id not in paired]
         session.execute_write(graph.mark_checked, tenant, alone, seen_at, utc_now())
     pairs["left_text"] = pairs["left_id"].map(texts)
     pairs["right_text"] = pairs["right_id"].map(texts)
     pairs["seen_at"] = seen_at
     context.add_output_metadata({
-        "unchecked_nodes": len(unchecked),
-        "embedded_missing_vectors": len(missing),
+        "unchecked_nodes": len(new),
+        "embedded_missing_vectors": embedded,
         "active_nodes_searched": len(active),
         "pairs": len(pairs),
         "exact_duplicates": int(pairs["exact"].sum()) if len(pairs) else 0,

@@ -114,7 +114,7 @@ def find_candidates(new: NodeVectors, active: NodeVectors, threshold: float, top
 
 def index_candidates(new: NodeVectors, active_ids: list[str], active_hashes: list[str],
                      query: Callable[[list[dict], int], list[dict]],
-                     threshold: float, top_k: int, max_k: int) -> pd.DataFrame:
+                     threshold: float, top_k: int, max_k: int, batch_rows: int = 500) -> pd.DataFrame:
     """Same pairs as find_candidates, with the neighbours from a vector index.
 
     ``query(rows, k)`` returns, per row, the tenant's neighbours among the index's global top k
@@ -129,7 +129,8 @@ def index_candidates(new: NodeVectors, active_ids: list[str], active_hashes: lis
     pending, k = rows, min(max(4 * top_k, 32), max_k)
     while pending:
         retry: set[str] = set()
-        for answer in query(pending, k):
+        answers = [a for lo in range(0, len(pending), batch_rows) for a in query(pending[lo:lo + batch_rows], k)]
+        for answer in answers:
             mine = [n for n in answer["neighbours"] if n["score"] >= threshold][:top_k]
             starved = (len(mine) < top_k and answer["returned"] == k and answer["floor"] >= threshold
                        and k < max_k)
