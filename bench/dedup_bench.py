@@ -245,7 +245,7 @@ def main() -> None:
     if len(results) > 1:
         small, large = results[min(results)], results[max(results)]
         growth = {k: large[k] / small[k] for k in
-                  ("candidates_numpy_s", "candidates_vector_index_s", "judging_s", "merging_s",
+                  ("candidates_numpy_s", "candidates_vector_index_sample_s", "judging_s", "merging_s",
                    "pipeline_numpy_s") if small[k]}
         print(f"## Growth from {min(results)} to {max(results)} existing (x{max(results) / min(results):.0f} data)")
         for key, ratio in growth.items():

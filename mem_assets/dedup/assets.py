@@ -183,7 +183,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
         plan = plan_resolutions(tenant, judgments, nodes, judge.fuse)
         vectors = embedder.embed([m.text for m in plan.merges])
-        rows = apply_plan(session, tenant, plan, [v.tolist() for v in vectors],
+        rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
                           {i: n.memory for i, n in nodes.items()}, now)
         deferred = [row for row in rows if row["status"] not in DONE]
         if deferred:

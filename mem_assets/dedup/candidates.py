@@ -57,6 +57,33 @@ def _pairs_frame(rows: list[tuple[str, str, str, float, bool]]) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+def largest_per_row(scores: np.ndarray, k: int, block: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices and values of each row's k largest scores (unordered).
+
+    A full argpartition over 100k columns costs more than the matrix product itself, so rows are
+    cut into blocks: the k largest values lie in the k blocks with the largest maxima (a block
+    holding one of them can be beaten only by blocks holding larger values, of which there are
+    fewer than k), and only those k x block columns are partitioned exactly.
+    """
+    rows, n = scores.shape
+    if k >= n:
+        columns = np.tile(np.arange(n), (rows, 1))
+        return columns, scores
+    if n <= 4 * k * block:
+        columns = np.argpartition(scores, n - k, axis=1)[:, n - k:]
+        return columns, np.take_along_axis(scores, columns, axis=1)
+    whole = n // block
+    maxima = scores[:, :whole * block].reshape(rows, whole, block).max(axis=2)
+    if whole * block < n:
+        maxima = np.hstack([maxima, scores[:, whole * block:].max(axis=1, keepdims=True)])
+    best_blocks = np.argpartition(maxima, maxima.shape[1] - k, axis=1)[:, -k:]
+    columns = (best_blocks[:, :, None] * block + np.arange(block)).reshape(rows, -1)
+    valid = columns < n
+    values = np.where(valid, np.take_along_axis(scores, np.minimum(columns, n - 1), axis=1), -np.inf)
+    chosen = np.argpartition(values, values.shape[1] - k, axis=1)[:, -k:]
+    return np.take_along_axis(columns, chosen, axis=1), np.take_along_axis(values, chosen, axis=1)
+
+
 def hash_pairs(new: NodeVectors, active_ids: list[str],
                active_hashes: list[str]) -> list[tuple[str, str, str, float, bool]]:
     """Every (new node, other activated node) sharing a payload hash: exact duplicates."""
@@ -98,9 +125,7 @@ def find_candidates(new: NodeVectors, active: NodeVectors, threshold: float, top
             for row, query in enumerate(batch):
                 if (own := position.get(new.ids[query])) is not None:
                     scores[row, own] = -np.inf
-            top = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < len(pool) else \
-                np.tile(np.arange(len(pool)), (len(batch), 1))
-            top_scores = np.take_along_axis(scores, top, axis=1)
+            top, top_scores = largest_per_row(scores, k)
             order = np.argsort(-top_scores, axis=1)[:, :top_k]
             for row, query in enumerate(batch):
                 for column in order[row]:

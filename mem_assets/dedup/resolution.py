@@ -1,10 +1,12 @@
-"""Apply one planned resolution as one write transaction: before state or after state, no half."""
+"""Apply planned resolutions, each as one write transaction: before state or after state, no half."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from neo4j import ManagedTransaction, Session
+from neo4j import ManagedTransaction
 
 from mem_assets.dedup.merging import (
     MergePlan,
@@ -17,6 +19,7 @@ from mem_assets.dedup.merging import (
 )
 from mem_resources.graph import dedup as graph
 from mem_resources.memory_model import MemoryStatus
+from mem_resources.neo4j_resource import Neo4jResource
 
 DONE = ("applied", "already merged")
 SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
@@ -57,23 +60,65 @@ def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, no
     return {"status": "applied", "archived": 1}
 
 
-def apply_plan(session: Session, tenant: str, plan: Plan, embeddings: list[list[float]],
-               texts: dict[str, str], now: datetime) -> list[dict]:
-    """Merges first, then supersedes, each in its own transaction; one row per resolution."""
-    rows = []
+def rounds(resolutions: Sequence[MergePlan | SupersedePlan]) -> list[list[int]]:
+    """Group resolutions (by position) into rounds of node-disjoint ones, keeping the order of
+    any two that share a node: a round can run in parallel, rounds run one after another."""
+    last_round: dict[str, int] = {}
+    grouped: list[list[int]] = []
+    for position, resolution in enumerate(resolutions):
+        nodes = _nodes_of(resolution)
+        number = max((last_round[n] + 1 for n in nodes if n in last_round), default=0)
+        if number == len(grouped):
+            grouped.append([])
+        grouped[number].append(position)
+        for node in nodes:
+            last_round[node] = number
+    return grouped
+
+
+def _nodes_of(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
+    if isinstance(resolution, MergePlan):
+        return (*resolution.sources, resolution.merged_id)
+    return resolution.older, resolution.newer
+
+
+def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[list[float]],
+               texts: dict[str, str], now: datetime, workers: int = 4) -> list[dict]:
+    """Every resolution in its own transaction; node-disjoint ones run on parallel sessions.
+    One row per resolution, in plan order (merges, then supersedes)."""
+    resolutions: list[MergePlan | SupersedePlan] = [*plan.merges, *plan.supersedes]
+    vectors = dict(zip(range(len(plan.merges)), embeddings, strict=True))
+    outcomes: dict[int, dict] = {}
     retired: set[str] = set()
-    for merge, embedding in zip(plan.merges, embeddings, strict=True):
-        outcome = SKIPPED if retired.intersection(merge.sources) else \
-            session.execute_write(apply_merge, tenant, merge, embedding, now)
-        if outcome["status"] == "applied":
-            retired.update(merge.sources)
-        rows.append({"action": f"merge ({merge.update_type.value})", "sources": list(merge.sources),
-                     "result": merge.merged_id, "text": merge.text, **outcome})
-    for supersede in plan.supersedes:
-        outcome = SKIPPED if retired.intersection((supersede.older, supersede.newer)) else \
-            session.execute_write(apply_supersede, tenant, supersede, now)
-        if outcome["status"] == "applied":
-            retired.add(supersede.older)
-        rows.append({"action": "supersede", "sources": [supersede.older, supersede.newer],
-                     "result": supersede.newer, "text": texts.get(supersede.newer, ""), **outcome})
+
+    def run(position: int) -> dict:
+        resolution = resolutions[position]
+        touched = resolution.sources if isinstance(resolution, MergePlan) else \
+            (resolution.older, resolution.newer)
+        if retired.intersection(touched):
+            return SKIPPED
+        with neo4j.session() as session:
+            if isinstance(resolution, MergePlan):
+                return session.execute_write(apply_merge, tenant, resolution, vectors[position], now)
+            return session.execute_write(apply_supersede, tenant, resolution, now)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for group in rounds(resolutions):
+            for position, outcome in zip(group, pool.map(run, group), strict=True):
+                outcomes[position] = outcome
+            for position in group:
+                if outcomes[position]["status"] == "applied":
+                    resolution = resolutions[position]
+                    retired.update(resolution.sources if isinstance(resolution, MergePlan)
+                                   else (resolution.older,))
+    rows = []
+    for position, resolution in enumerate(resolutions):
+        if isinstance(resolution, MergePlan):
+            rows.append({"action": f"merge ({resolution.update_type.value})",
+                         "sources": list(resolution.sources), "result": resolution.merged_id,
+                         "text": resolution.text, **outcomes[position]})
+        else:
+            rows.append({"action": "supersede", "sources": [resolution.older, resolution.newer],
+                         "result": resolution.newer, "text": texts.get(resolution.newer, ""),
+                         **outcomes[position]})
     return rows

@@ -177,9 +177,10 @@ def store_judgments(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str
 
 
 def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Properties by id, without the embedding (resolutions recompute it; it is the bulk)."""
     result = tx.run(
         "UNWIND $ids AS id MATCH (n:MemoryItem {user_name: $tenant, id: id}) "
-        "RETURN n.id AS id, properties(n) AS props",
+        "RETURN n.id AS id, n {.*, embedding: null} AS props",
         tenant=tenant, ids=list(ids),
     )
     return {record["id"]: record["props"] for record in result}

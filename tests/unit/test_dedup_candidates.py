@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mem_assets.dedup.candidates import NodeVectors, find_candidates, index_candidates
+from mem_assets.dedup.candidates import NodeVectors, find_candidates, index_candidates, largest_per_row
 
 
 def _nodes(ids, types, hashes, vectors) -> NodeVectors:
@@ -52,3 +52,13 @@ def test_vector_index_search_asks_again_when_other_tenants_fill_the_global_top_k
     pairs = index_candidates(new, ["q", "m1"], ["hq", "hm"], query, threshold=0.8, top_k=5, max_k=1000)
     assert pairs[["left_id", "right_id"]].values.tolist() == [["m1", "q"]]
     assert calls[0] < 100 <= calls[-1]
+
+
+def test_blockwise_top_k_matches_a_full_sort():
+    rng = np.random.default_rng(1)
+    for columns in (3, 40, 2_000, 70_001):
+        scores = rng.normal(size=(16, columns)).astype(np.float32)
+        k = min(6, columns)
+        found, values = largest_per_row(scores, k)
+        assert np.array_equal(np.sort(values, axis=1), np.sort(scores, axis=1)[:, -k:])
+        assert np.array_equal(np.take_along_axis(scores, found, axis=1), values)

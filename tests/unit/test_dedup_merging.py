@@ -80,3 +80,13 @@ def test_superseded_survivor_gains_history_and_version():
     props = superseded_survivor(older, newer)
     assert props["version"] == 4
     assert older.id in props["history"] and "conflict" in props["history"]
+
+
+def test_resolutions_sharing_a_node_run_in_order_in_separate_rounds():
+    from mem_assets.dedup.merging import MergePlan, SupersedePlan
+    from mem_assets.dedup.resolution import rounds
+
+    merges = [MergePlan("m1", ("a", "b"), "t", UpdateType.DUPLICATE, ""),
+              MergePlan("m2", ("c", "d"), "t", UpdateType.DUPLICATE, "")]
+    supersedes = [SupersedePlan("m1", "e", ""), SupersedePlan("f", "g", ""), SupersedePlan("e", "h", "")]
+    assert rounds([*merges, *supersedes]) == [[0, 1, 3], [2], [4]]
