@@ -1,0 +1,159 @@
+"""Hierarchical reorganization per tenant (seed 000 §6): orphans → clusters → summary parents."""
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from mem_assets.partitions import tenant_partitions
+from mem_assets.reorg.clustering import ClusteringParams, plan_clusters
+from mem_assets.reorg.hierarchy import Reorganizer
+from mem_resources.embedder import EmbedderResource
+from mem_resources.graph import reorg as reorg_graph
+from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.summarizers import SummarizerResource
+
+CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding"]
+CLUSTER_COLUMNS = ["memory_type", "topic", "cluster", "status", "size", "node_ids"]
+
+
+class CandidatesConfig(dg.Config):
+    min_group_size: int = Field(
+        default=20, ge=1,
+        description="A memory type is reorganized once it has this many new orphans (seed: 20).")
+
+
+class ClusteringConfig(dg.Config):
+    max_cluster_size: int = Field(default=20, ge=2, description="Most memories under one parent.")
+    min_cluster_size: int = Field(
+        default=5, ge=1, description="Smaller clusters are set aside until new orphans arrive.")
+    max_topics: int = Field(default=12, ge=2,
+                            description="Most top-level topics chosen by silhouette in one pass.")
+    seed: int = Field(default=0, description="KMeans seed: the same orphans give the same clusters.")
+
+
+class SummaryConfig(dg.Config):
+    time_budget_s: float = Field(
+        default=600.0, gt=0,
+        description="Stop between topics after this long; the next run continues (seed: 600 s).")
+
+
+def _markdown_table(frame: pd.DataFrame, limit: int = 10) -> dg.MetadataValue:
+    shown = frame.head(limit).astype(str).map(lambda text: text.replace("|", "/")[:120])
+    header = "| " + " | ".join(shown.columns) + " |\n|" + "---|" * len(shown.columns) + "\n"
+    rows = "".join("| " + " | ".join(row) + " |\n" for row in shown.itertuples(index=False))
+    return dg.MetadataValue.md(header + rows)
+
+
+def size_histogram(sizes: pd.Series, width: int = 30) -> str:
+    """A text bar chart of cluster sizes, one bar per size: readable at a glance in the UI."""
+    counts = sizes.value_counts().sort_index()
+    if counts.empty:
+        return "_no clusters_"
+    scale = width / counts.max()
+    bars = "\n".join(f"{size:>4} | {'#' * max(1, round(count * scale))} {count}"
+                     for size, count in counts.items())
+    return f"```\nsize | clusters\n{bars}\n```"
+
+
+@dg.asset(
+    partitions_def=tenant_partitions,
+    deps=["memory_items"],
+    kinds={"neo4j", "pandas"},
+    group_name="reorganize",
+)
+def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
+                     neo4j: Neo4jResource, embedder: EmbedderResource) -> pd.DataFrame:
+    """The tenant's orphan memories (no PARENT edge), for memory types with enough new ones."""
+    tenant = context.partition_key
+    with neo4j.session() as session:
+        counts = reorg_graph.orphan_counts(session, tenant)
+        eligible = [count.memory_type for count in counts if count.eligible(config.min_group_size)]
+        orphans = list(reorg_graph.read_orphans(session, tenant, eligible)) if eligible else []
+    frame = pd.DataFrame([vars(orphan) for orphan in orphans], columns=CANDIDATE_COLUMNS)
+    missing = [row for row, vector in enumerate(frame["embedding"])
+               if vector is None or len(vector) != embedder.dimension]
+    if missing:
+        fresh = embedder.embed(frame["memory"].iloc[missing].tolist())
+        frame.loc[missing, "embedding"] = pd.Series(list(fresh), index=missing, dtype=object)
+    frame["embedding"] = [np.asarray(vector, dtype=np.float32) for vector in frame["embedding"]]
+    table = pd.DataFrame([vars(count) for count in counts],
+                         columns=["memory_type", "fresh", "set_aside", "deferred"])
+    table["eligible"] = table["memory_type"].isin(eligible)
+    context.add_output_metadata({
+        "candidates": len(frame),
+        "eligible_memory_types": ", ".join(eligible) or "none",
+        "re_embedded": len(missing),
+        "orphans_by_type": _markdown_table(table, limit=20),
+        "preview": _markdown_table(frame[["id", "memory_type", "memory", "set_aside"]]),
+    })
+    return frame
+
+
+@dg.asset(
+    partitions_def=tenant_partitions,
+    kinds={"scikitlearn", "pandas"},
+    group_name="reorganize",
+)
+def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
+                    reorg_candidates: pd.DataFrame) -> pd.DataFrame:
+    """Candidates split into topics of leaf clusters (recursive MiniBatchKMeans, seeded)."""
+    params = ClusteringParams(max_cluster_size=config.max_cluster_size,
+                              min_cluster_size=config.min_cluster_size,
+                              max_topics=config.max_topics, seed=config.seed)
+    rows: list[dict[str, object]] = []
+    for memory_type, of_type in reorg_candidates.groupby("memory_type", sort=True):
+        ids = of_type["id"].to_numpy()
+        plan = plan_clusters(np.vstack(of_type["embedding"].to_numpy()), params)
+        for t, topic in enumerate(plan.topics):
+            rows.extend({"memory_type": memory_type, "topic": f"{memory_type}/t{t}",
+                         "cluster": f"{memory_type}/t{t}/c{c}", "status": "kept",
+                         "size": len(leaf), "node_ids": ids[leaf].tolist()}
+                        for c, leaf in enumerate(topic.leaves))
+        rows.extend({"memory_type": memory_type, "topic": f"{memory_type}/set_aside",
+                     "cluster": f"{memory_type}/set_aside/c{c}", "status": "set_aside",
+                     "size": len(leaf), "node_ids": ids[leaf].tolist()}
+                    for c, leaf in enumerate(plan.set_aside))
+    frame = pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
+    kept = frame[frame["status"] == "kept"]
+    leaves_per_topic = kept.groupby("topic").size()
+    context.add_output_metadata({
+        "clusters": len(kept),
+        "topics": len(leaves_per_topic),
+        "two_level_topics": int((leaves_per_topic > 1).sum()),
+        "clustered": int(kept["size"].sum()),
+        "left_unclustered": int(frame.loc[frame["status"] == "set_aside", "size"].sum()),
+        "cluster_sizes": dg.MetadataValue.md(size_histogram(kept["size"])),
+        "preview": _markdown_table(frame[["cluster", "status", "size"]]),
+    })
+    return frame
+
+
+@dg.asset(
+    partitions_def=tenant_partitions,
+    kinds={"neo4j", "pandas"},
+    group_name="reorganize",
+)
+def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, neo4j: Neo4jResource,
+                    embedder: EmbedderResource, summarizer: SummarizerResource,
+                    reorg_candidates: pd.DataFrame, memory_clusters: pd.DataFrame) -> pd.DataFrame:
+    """One topic parent per cluster (and one over sub-topics), linked to its members by PARENT."""
+    reorganizer = Reorganizer(context.partition_key, neo4j, embedder, summarizer, context.log)
+    outcome = reorganizer.run(reorg_candidates, memory_clusters, config.time_budget_s)
+    frame = outcome.frame()
+    context.add_output_metadata({
+        "parents_written": len(frame),
+        "parents_created": outcome.parents_created,
+        "parent_edges_created": outcome.edges_created,
+        "topics_two_level": int((frame["level"] == 2).sum()),
+        "set_aside_small_clusters": outcome.set_aside_small,
+        "set_aside_rejected_summaries": outcome.set_aside_rejected,
+        "rejected_summaries": outcome.rejected_summaries,
+        "deferred_to_next_run": outcome.deferred_nodes,
+        "stopped_by_time_budget": outcome.stopped_by_budget,
+        "llm_calls": outcome.usage.calls,
+        "llm_prompt_tokens": outcome.usage.prompt_tokens,
+        "llm_completion_tokens": outcome.usage.completion_tokens,
+        "preview": _markdown_table(frame[["level", "key", "value", "children"]]),
+    })
+    return frame
