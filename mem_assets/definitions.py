@@ -1,38 +1,28 @@
 """The memtend code location: every asset, check, sensor, schedule and job, in one Definitions."""
 
-import os
-
 import dagster as dg
 
+from mem_assets.ingest.assets import memory_items
+from mem_assets.ingest.sensors import inbox_sensor
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
 from mem_assets.reorg.schedules import reorg_job, reorg_schedule
-from mem_resources.embedder import HashingEmbedder
-from mem_resources.llm import OpenAIChatResource
-from mem_resources.local_neo4j import LocalNeo4jSettings
-from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, SummarizerResource
+from mem_assets.resources import build_resources
 
+#: Every tenant-partitioned stage, in lineage order; the main job runs them for one tenant.
+tenant_pipeline = [memory_items, reorg_candidates, memory_clusters, summary_parents]
 
-def build_summarizer() -> SummarizerResource:
-    """``MEMTEND_SUMMARIZER=openai`` names topics with the chat model; the default is extractive."""
-    if os.environ.get("MEMTEND_SUMMARIZER", "offline").lower() == "openai":
-        return LLMSummarizer(chat=OpenAIChatResource(
-            model=os.environ.get("MEMTEND_LLM_MODEL", "gpt-4o-mini"),
-            base_url=os.environ.get("OPENAI_BASE_URL"),
-            api_key=os.environ.get("OPENAI_API_KEY", "not-needed"),
-        ))
-    return ExtractiveSummarizer()
-
+tend_memory_job = dg.define_asset_job(
+    "tend_memory",
+    selection=dg.AssetSelection.assets(*tenant_pipeline),
+    description="Ingest, deduplicate and reorganize one tenant's memory graph.",
+)
 
 defs = dg.Definitions(
-    assets=[reorg_candidates, memory_clusters, summary_parents],
-    asset_checks=reorg_checks,
+    assets=[*tenant_pipeline],
+    asset_checks=[*reorg_checks],
+    sensors=[inbox_sensor],
     schedules=[reorg_schedule],
-    jobs=[reorg_job],
-    resources={
-        "neo4j": Neo4jResource(uri=os.environ.get("NEO4J_URI") or LocalNeo4jSettings.from_env().uri),
-        "embedder": HashingEmbedder(),
-        "summarizer": build_summarizer(),
-    },
+    jobs=[tend_memory_job, reorg_job],
+    resources=build_resources(),
 )

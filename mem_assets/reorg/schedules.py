@@ -18,7 +18,6 @@ REORG_CRON = os.environ.get("MEMTEND_REORG_CRON", "0 3 * * *")
 reorg_job = dg.define_asset_job(
     "reorg_job",
     selection=dg.AssetSelection.assets(reorg_candidates, memory_clusters, summary_parents),
-    partitions_def=tenant_partitions,
     description="Cluster one tenant's orphan memories and write topic parents over them.",
 )
 
