@@ -6,13 +6,14 @@ Starts ``dagster-webserver`` and ``dagster-daemon`` from workspace.yaml and uses
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 
 import pytest
 
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.dagster_server import DagsterServer, dagster_webserver_and_daemon
+from tests.support.dagster_server import BIN, ROOT, DagsterServer, dagster_webserver_and_daemon
 from tests.support.reorg_graph import graph_counts, write_memories
 from tests.support.topic_corpus import topic_memories
 
@@ -128,38 +129,54 @@ def test_sensors_schedules_and_jobs_are_listed(server: DagsterServer):
     assert {"reorg_job", "tend_memory"} <= {job["name"] for job in repository["jobs"]}
 
 
-def test_backfill_over_two_tenants_reorganizes_both(server: DagsterServer, neo4j: Neo4jResource):
-    tenants = [f"ui_{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    corpus = [text for topic, text in topic_memories(per_topic=15) if topic in {"cooking", "music"}]
+def _write_tenants(server: DagsterServer, neo4j: Neo4jResource, prefix: str, topics: set[str]) -> list[str]:
+    tenants = [f"{prefix}_{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    corpus = [text for topic, text in topic_memories(per_topic=15) if topic in topics]
     for tenant in tenants:
         write_memories(neo4j, tenant, corpus)
         added = server.graphql(ADD_PARTITION, {"selector": REPOSITORY, "key": tenant})
         assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess"
+    return tenants
+
+
+def _partition_statuses(server: DagsterServer, asset: str) -> dict[str, list[str]]:
+    statuses = server.graphql(PARTITION_STATUSES, {"key": {"path": [asset]}})
+    return statuses["assetNodeOrError"]["assetPartitionStatuses"]
+
+
+def test_backfills_from_graphql_and_from_the_cli_reorganize_every_listed_tenant(
+        server: DagsterServer, neo4j: Neo4jResource):
+    ui_tenants = _write_tenants(server, neo4j, "ui", {"cooking", "music"})
+    cli_tenants = _write_tenants(server, neo4j, "cli", {"travel", "fitness"})
     keys = server.graphql(PARTITION_KEYS, {"key": {"path": ["reorg_candidates"]}})
-    assert set(tenants) <= set(keys["assetNodeOrError"]["partitionKeys"])
+    assert set(ui_tenants + cli_tenants) <= set(keys["assetNodeOrError"]["partitionKeys"])
 
     launched = server.graphql(LAUNCH_BACKFILL, {"params": {
         "assetSelection": [{"path": [name]} for name in REORG_ASSETS],
-        "partitionNames": tenants,
+        "partitionNames": ui_tenants,
         "runConfigData": json.dumps({"execution": {"config": {"in_process": {}}}}),
         "title": "reorganize two tenants",
     }})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
-    backfill_id = launched["backfillId"]
+    command = [str(BIN / "dagster"), "job", "backfill", "-w", "workspace.yaml", "-l", "memtend",
+               "-j", "reorg_job", "--partitions", ",".join(cli_tenants), "--noprompt"]
+    done = subprocess.run(command, cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
 
-    deadline = time.monotonic() + 420
+    deadline = time.monotonic() + 480
     status = "REQUESTED"
     while time.monotonic() < deadline:
-        status = server.graphql(BACKFILL_STATUS, {"id": backfill_id})["partitionBackfillOrError"]["status"]
-        if status not in {"REQUESTED", "CANCELING", "FAILING"}:
+        status = server.graphql(BACKFILL_STATUS, {"id": launched["backfillId"]})[
+            "partitionBackfillOrError"]["status"]
+        finished = set().union(*_partition_statuses(server, "summary_parents").values())
+        if status not in {"REQUESTED", "CANCELING", "FAILING"} and set(cli_tenants) <= finished:
             break
         time.sleep(3)
     assert status in {"COMPLETED", "COMPLETED_SUCCESS"}, f"backfill ended {status}; logs in {server.home}"
 
     for name in REORG_ASSETS:
-        statuses = server.graphql(PARTITION_STATUSES, {"key": {"path": [name]}})
-        partitions = statuses["assetNodeOrError"]["assetPartitionStatuses"]
-        assert set(tenants) <= set(partitions["materializedPartitions"]), name
-        assert not set(tenants) & set(partitions["failedPartitions"])
-    for tenant in tenants:
+        partitions = _partition_statuses(server, name)
+        assert set(ui_tenants + cli_tenants) <= set(partitions["materializedPartitions"]), name
+        assert not set(ui_tenants + cli_tenants) & set(partitions["failedPartitions"])
+    for tenant in ui_tenants + cli_tenants:
         assert graph_counts(neo4j, tenant)["topics"] >= 2

@@ -32,6 +32,7 @@ def free_port() -> int:
 class DagsterServer:
     url: str
     home: Path
+    env: dict[str, str]
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
@@ -69,12 +70,13 @@ def _wait_until_up(server: DagsterServer, process: subprocess.Popen[bytes], time
         except (urllib.error.URLError, ConnectionError, AssertionError):
             pass
         time.sleep(1)
-    raise TimeoutError(f"the webserver did not load the memtend location within {timeout_s:.0f}s")
+    log = (server.home / "webserver.log").read_text(errors="replace")[-3000:]
+    raise TimeoutError(f"the webserver did not load the memtend location within {timeout_s:.0f}s:\n{log}")
 
 
 @contextmanager
 def dagster_webserver_and_daemon(home: Path, env: dict[str, str],
-                                 timeout_s: float = 180) -> Iterator[DagsterServer]:
+                                 timeout_s: float = 300) -> Iterator[DagsterServer]:
     """``dagster-webserver -w workspace.yaml`` on a free port plus ``dagster-daemon run``.
 
     DAGSTER_HOME is ``home`` with the repo's dagster.yaml (per-tenant run limit) copied in.
@@ -95,7 +97,7 @@ def dagster_webserver_and_daemon(home: Path, env: dict[str, str],
             log = (home / f"{name}.log").open("wb")
             processes.append(subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=log,
                                               stderr=subprocess.STDOUT, start_new_session=True))
-        server = DagsterServer(url=f"http://127.0.0.1:{port}", home=home)
+        server = DagsterServer(url=f"http://127.0.0.1:{port}", home=home, env=full_env)
         _wait_until_up(server, processes[0], timeout_s)
         yield server
     finally:
