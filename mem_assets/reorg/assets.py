@@ -1,20 +1,15 @@
 """Hierarchical reorganization per tenant (seed 000 §6): orphans → clusters → summary parents."""
 
 import dagster as dg
-import numpy as np
 import pandas as pd
 from pydantic import Field
 
 from mem_assets.partitions import tenant_partitions
-from mem_assets.reorg.clustering import ClusteringParams, plan_clusters
-from mem_assets.reorg.hierarchy import Reorganizer
+from mem_assets.reorg.clustering import ClusteringParams, cluster_table
+from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
 from mem_resources.embedder import EmbedderResource
-from mem_resources.graph import reorg as reorg_graph
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.summarizers import SummarizerResource
-
-CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding"]
-CLUSTER_COLUMNS = ["memory_type", "topic", "cluster", "status", "size", "node_ids"]
 
 
 class CandidatesConfig(dg.Config):
@@ -65,26 +60,12 @@ def size_histogram(sizes: pd.Series, width: int = 30) -> str:
 def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
                      neo4j: Neo4jResource, embedder: EmbedderResource) -> pd.DataFrame:
     """The tenant's orphan memories (no PARENT edge), for memory types with enough new ones."""
-    tenant = context.partition_key
-    with neo4j.session() as session:
-        counts = reorg_graph.orphan_counts(session, tenant)
-        eligible = [count.memory_type for count in counts if count.eligible(config.min_group_size)]
-        orphans = list(reorg_graph.read_orphans(session, tenant, eligible)) if eligible else []
-    frame = pd.DataFrame([vars(orphan) for orphan in orphans], columns=CANDIDATE_COLUMNS)
-    missing = [row for row, vector in enumerate(frame["embedding"])
-               if vector is None or len(vector) != embedder.dimension]
-    if missing:
-        fresh = embedder.embed(frame["memory"].iloc[missing].tolist())
-        frame.loc[missing, "embedding"] = pd.Series(list(fresh), index=missing, dtype=object)
-    frame["embedding"] = [np.asarray(vector, dtype=np.float32) for vector in frame["embedding"]]
-    table = pd.DataFrame([vars(count) for count in counts],
-                         columns=["memory_type", "fresh", "set_aside", "deferred"])
-    table["eligible"] = table["memory_type"].isin(eligible)
+    frame, counts, re_embedded = load_candidates(neo4j, embedder, context.partition_key, config.min_group_size)
     context.add_output_metadata({
         "candidates": len(frame),
-        "eligible_memory_types": ", ".join(eligible) or "none",
-        "re_embedded": len(missing),
-        "orphans_by_type": _markdown_table(table, limit=20),
+        "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
+        "re_embedded": re_embedded,
+        "orphans_by_type": _markdown_table(counts, limit=20),
         "preview": _markdown_table(frame[["id", "memory_type", "memory", "set_aside"]]),
     })
     return frame
@@ -98,23 +79,9 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
 def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
                     reorg_candidates: pd.DataFrame) -> pd.DataFrame:
     """Candidates split into topics of leaf clusters (recursive MiniBatchKMeans, seeded)."""
-    params = ClusteringParams(max_cluster_size=config.max_cluster_size,
-                              min_cluster_size=config.min_cluster_size,
-                              max_topics=config.max_topics, seed=config.seed)
-    rows: list[dict[str, object]] = []
-    for memory_type, of_type in reorg_candidates.groupby("memory_type", sort=True):
-        ids = of_type["id"].to_numpy()
-        plan = plan_clusters(np.vstack(of_type["embedding"].to_numpy()), params)
-        for t, topic in enumerate(plan.topics):
-            rows.extend({"memory_type": memory_type, "topic": f"{memory_type}/t{t}",
-                         "cluster": f"{memory_type}/t{t}/c{c}", "status": "kept",
-                         "size": len(leaf), "node_ids": ids[leaf].tolist()}
-                        for c, leaf in enumerate(topic.leaves))
-        rows.extend({"memory_type": memory_type, "topic": f"{memory_type}/set_aside",
-                     "cluster": f"{memory_type}/set_aside/c{c}", "status": "set_aside",
-                     "size": len(leaf), "node_ids": ids[leaf].tolist()}
-                    for c, leaf in enumerate(plan.set_aside))
-    frame = pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
+    frame = cluster_table(reorg_candidates, ClusteringParams(
+        max_cluster_size=config.max_cluster_size, min_cluster_size=config.min_cluster_size,
+        max_topics=config.max_topics, seed=config.seed))
     kept = frame[frame["status"] == "kept"]
     leaves_per_topic = kept.groupby("topic").size()
     context.add_output_metadata({

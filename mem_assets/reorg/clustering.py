@@ -1,7 +1,7 @@
 """Partition embeddings into a two-level plan: topics, each made of leaf clusters of bounded size.
 
 Leaves follow seed 000 §6.2: recursive MiniBatchKMeans with k = ceil(n / max_cluster_size) until
-every cluster holds at most ``max_cluster_size`` rows. Above them, topics: the number of topics is
+every cluster holds at most ``max_cluster_size`` rows (plain KMeans once a set fits in one batch). Above them, topics: the number of topics is
 the one with the best silhouette (on a seeded sample) when there are few enough rows to choose,
 otherwise enough topics to keep each under ``max_cluster_size²`` rows. A topic with two or more
 kept leaves becomes topic → sub-topics → facts; a topic with one leaf is a topic over its facts.
@@ -15,13 +15,16 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.cluster import MiniBatchKMeans
+import pandas as pd
+from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import silhouette_score
 from threadpoolctl import threadpool_limits
 
-#: Below this many rows a fit is cheaper on one thread than the cost of waking a thread pool.
-_SINGLE_THREAD_ROWS = 20_000
+#: A split whose largest part keeps this share of the rows made no progress worth another fit.
+_STUCK_SHARE = 0.8
+#: Up to this many rows one mini-batch would hold the whole set: plain KMeans does that work faster.
+_MINI_BATCH_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -55,27 +58,39 @@ class ClusterPlan:
 
 
 def _kmeans_labels(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
-    model = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=3,
-                            batch_size=min(1024, len(vectors)))
-    threads = 1 if len(vectors) < _SINGLE_THREAD_ROWS else None
-    with warnings.catch_warnings(), threadpool_limits(limits=threads):
+    model: KMeans | MiniBatchKMeans
+    if len(vectors) <= _MINI_BATCH_ROWS:
+        model = KMeans(n_clusters=k, random_state=seed, n_init=1)
+    else:
+        model = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=1, batch_size=_MINI_BATCH_ROWS)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return model.fit_predict(vectors)
 
 
 def split_to_max(vectors: np.ndarray, rows: np.ndarray, max_size: int, seed: int) -> list[np.ndarray]:
-    """Recursive MiniBatchKMeans over ``rows`` until every cluster has at most ``max_size`` rows.
+    """Recursive KMeans over ``rows`` until every cluster has at most ``max_size`` rows.
 
-    Rows KMeans cannot separate (identical vectors) are cut into consecutive chunks instead.
+    A cluster KMeans barely shrinks (near-identical vectors, where it would peel off one outlier
+    per fit) is cut into consecutive chunks instead: its rows are alike anyway.
     """
     if len(rows) <= max_size:
         return [rows]
     k = math.ceil(len(rows) / max_size)
     labels = _kmeans_labels(vectors[rows], k, seed)
-    groups = [rows[labels == label] for label in np.unique(labels)]
-    if len(groups) == 1:
-        return [rows[i:i + max_size] for i in range(0, len(rows), max_size)]
-    return [leaf for group in groups for leaf in split_to_max(vectors, group, max_size, seed)]
+    leaves: list[np.ndarray] = []
+    for label in np.unique(labels):
+        group = rows[labels == label]
+        if len(group) > max_size and len(group) > _STUCK_SHARE * len(rows):
+            leaves.extend(_chunks(group, max_size))
+        else:
+            leaves.extend(split_to_max(vectors, group, max_size, seed))
+    return leaves
+
+
+def _chunks(rows: np.ndarray, max_size: int) -> list[np.ndarray]:
+    """Near-equal consecutive chunks of at most ``max_size`` rows."""
+    return list(np.array_split(rows, math.ceil(len(rows) / max_size)))
 
 
 def topic_count(vectors: np.ndarray, params: ClusteringParams) -> int:
@@ -99,7 +114,16 @@ def topic_count(vectors: np.ndarray, params: ClusteringParams) -> int:
 
 
 def plan_clusters(vectors: np.ndarray, params: ClusteringParams) -> ClusterPlan:
-    """Topics of kept leaves, plus the leaves under ``min_cluster_size`` that are set aside."""
+    """Topics of kept leaves, plus the leaves under ``min_cluster_size`` that are set aside.
+
+    Fits run on one thread: most are small, where waking a thread pool costs more than the fit,
+    and on a shared machine a second thread mostly waits.
+    """
+    with threadpool_limits(limits=1):
+        return _plan(vectors, params)
+
+
+def _plan(vectors: np.ndarray, params: ClusteringParams) -> ClusterPlan:
     rows = np.arange(len(vectors))
     if len(rows) <= params.max_cluster_size:
         top_groups = [rows]
@@ -129,3 +153,24 @@ def purity(assigned: list[np.ndarray], truth: np.ndarray) -> float:
         return 1.0
     majority = sum(np.unique(truth[rows], return_counts=True)[1].max() for rows in assigned if len(rows))
     return float(majority / total)
+
+
+CLUSTER_COLUMNS = ["memory_type", "topic", "cluster", "status", "size", "node_ids"]
+
+
+def cluster_table(candidates: pd.DataFrame, params: ClusteringParams) -> pd.DataFrame:
+    """One row per leaf cluster (kept or set aside) of each memory type's candidates."""
+    rows: list[dict[str, object]] = []
+    for memory_type, of_type in candidates.groupby("memory_type", sort=True):
+        ids = of_type["id"].to_numpy()
+        plan = plan_clusters(np.vstack(of_type["embedding"].to_numpy()), params)
+        for t, topic in enumerate(plan.topics):
+            rows.extend({"memory_type": memory_type, "topic": f"{memory_type}/t{t}",
+                         "cluster": f"{memory_type}/t{t}/c{c}", "status": "kept",
+                         "size": len(leaf), "node_ids": ids[leaf].tolist()}
+                        for c, leaf in enumerate(topic.leaves))
+        rows.extend({"memory_type": memory_type, "topic": f"{memory_type}/set_aside",
+                     "cluster": f"{memory_type}/set_aside/c{c}", "status": "set_aside",
+                     "size": len(leaf), "node_ids": ids[leaf].tolist()}
+                    for c, leaf in enumerate(plan.set_aside))
+    return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -83,6 +83,46 @@ class ReorgOutcome:
     def frame(self) -> pd.DataFrame:
         columns = ["id", "memory_type", "level", "key", "value", "children", "members"]
         return pd.DataFrame(self.parents, columns=columns)
+
+
+CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding"]
+
+
+class CandidateLoad(NamedTuple):
+    frame: pd.DataFrame
+    counts: pd.DataFrame
+    re_embedded: int
+
+
+def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
+                    min_group_size: int) -> CandidateLoad:
+    """Orphans of the memory types due for reorganization, and the orphan counts of every type.
+
+    Orphans without an embedding of the embedder's dimension (written by another pipeline, or
+    under another embedder) are embedded here for clustering; the graph is not changed.
+    """
+    columns: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
+    with neo4j.session() as session:
+        counts = reorg_graph.orphan_counts(session, tenant)
+        eligible = [count.memory_type for count in counts if count.eligible(min_group_size)]
+        for orphan in reorg_graph.read_orphans(session, tenant, eligible) if eligible else ():
+            vector = orphan.embedding
+            columns["id"].append(orphan.id)
+            columns["memory_type"].append(orphan.memory_type)
+            columns["memory"].append(orphan.memory)
+            columns["set_aside"].append(orphan.set_aside)
+            columns["embedding"].append(None if vector is None or len(vector) != embedder.dimension
+                                        else np.asarray(vector, dtype=np.float32))
+    vectors = columns.pop("embedding")
+    missing = [row for row, vector in enumerate(vectors) if vector is None]
+    for row, vector in zip(missing, embedder.embed([columns["memory"][row] for row in missing]), strict=True):
+        vectors[row] = vector
+    frame = pd.DataFrame(columns)
+    frame["embedding"] = pd.Series(vectors, index=frame.index, dtype=object)
+    table = pd.DataFrame([vars(count) for count in counts],
+                         columns=["memory_type", "fresh", "set_aside", "deferred"])
+    table["eligible"] = table["memory_type"].isin(eligible)
+    return CandidateLoad(frame, table, len(missing))
 
 
 class _TypeContext:

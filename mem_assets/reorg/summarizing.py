@@ -13,6 +13,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import jieba
 import numpy as np
@@ -28,12 +29,18 @@ _CJK_STOP = frozenset({"我们", "你们", "他们", "今天", "昨天", "一个
                        "每天", "每次", "每周", "因为", "所以", "但是", "就是", "还是", "没有", "特别"})
 
 
+@lru_cache(maxsize=1 << 16)
+def _chinese_words(run: str) -> tuple[str, ...]:
+    """jieba words of one run of Chinese characters; runs repeat a lot, so they are cached."""
+    return tuple(w for w in jieba.lcut(run, HMM=False) if len(w) >= 2 and w not in _CJK_STOP)
+
+
 def terms(text: str) -> set[str]:
     """Content words: English words of 3+ letters minus stop words, Chinese words of 2+ characters."""
     found: set[str] = set()
     for token in _WORD.findall(unicodedata.normalize("NFKC", text).lower()):
         if _CJK.match(token):
-            found.update(w for w in jieba.lcut(token) if len(w) >= 2 and w not in _CJK_STOP)
+            found.update(_chinese_words(token))
         elif token not in ENGLISH_STOP_WORDS:
             found.add(token)
     return found

@@ -72,7 +72,8 @@ def read_orphans(session: Session, tenant: str, memory_types: Sequence[str]) -> 
         tenant=tenant, memory_types=list(memory_types),
     )
     for record in result:
-        yield Orphan(**record.data())
+        yield Orphan(record["id"], record["memory_type"], record["memory"], record["embedding"],
+                     record["set_aside"])
 
 
 def mark_set_aside(session: Session, tenant: str, ids: Sequence[str], reason: str) -> int:
@@ -133,6 +134,7 @@ def _write_topics(tx: ManagedTransaction, tenant: str, parents: list[dict[str, A
         MATCH (c:MemoryItem {user_name: $tenant, id: link.child})
         MERGE (p)-[r:PARENT]->(c)
         ON CREATE SET r.created_at = datetime()
+        WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
         REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_deferred_at
         """,
         tenant=tenant, links=links,
