@@ -1,8 +1,9 @@
 """From a cluster plan to summary parents in the graph, topic by topic, within a time budget.
 
 A topic is written whole or not at all: its parent(s), their PARENT edges and the children's
-markers go in one transaction. Before each topic the deadline is checked; topics left when it
-passes are marked deferred, so the next run continues with them.
+markers go in the same transaction (several whole topics share one, a few thousand edges at a
+time). Before each topic the deadline is checked; topics left when it passes are marked
+deferred, so the next run continues with them.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class CandidateLoad(NamedTuple):
 
 def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
                     min_group_size: int) -> CandidateLoad:
-    """Orphans of the memory types due for reorganization, and the orphan counts of every type.
+    """Orphans of the memory types due for reorganization, sorted by type and id so that clustering
+    repeats, and the orphan counts of every type.
 
     Orphans without an embedding of the embedder's dimension (written by another pipeline, or
     under another embedder) are embedded here for clustering; the graph is not changed.
@@ -119,6 +121,7 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: st
         vectors[row] = vector
     frame = pd.DataFrame(columns)
     frame["embedding"] = pd.Series(vectors, index=frame.index, dtype=object)
+    frame = frame.sort_values(["memory_type", "id"], kind="stable", ignore_index=True)
     table = pd.DataFrame([vars(count) for count in counts],
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
@@ -150,14 +153,16 @@ class Reorganizer:
 
     def __init__(self, tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                  summarizer: SummarizerResource, log: logging.Logger | Any,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, batch_edges: int = 5000) -> None:
         self.tenant = tenant
         self.neo4j = neo4j
         self.embedder = embedder
         self.summarizer = summarizer
         self.log = log
         self.clock = clock
+        self.batch_edges = batch_edges
         self.outcome = ReorgOutcome()
+        self._pending: list[tuple[str, _Parent]] = []
 
     def run(self, candidates: pd.DataFrame, clusters: pd.DataFrame, time_budget_s: float) -> ReorgOutcome:
         deadline = self.clock() + time_budget_s
@@ -172,12 +177,14 @@ class Reorganizer:
             topics = list(of_type.groupby("topic", sort=True))
             for position, (topic, leaves) in enumerate(topics):
                 if self.clock() >= deadline:
+                    self._flush()
                     self._defer([leaves_ for _, leaves_ in topics[position:]])
                     self.log.warning(f"Time budget of {time_budget_s:.0f}s used up: {len(topics) - position} "
                                      f"{memory_type} topics deferred to the next run")
                     self.outcome.stopped_by_budget = True
                     return self.outcome
                 self._topic(str(memory_type), str(topic), list(leaves["node_ids"]), context)
+        self._flush()
         return self.outcome
 
     def _defer(self, remaining: list[pd.DataFrame]) -> None:
@@ -222,15 +229,21 @@ class Reorganizer:
             children = [parent.id for parent in parents]
             parents.append(_Parent(parent_id(self.tenant, memory_type, children), 2, top, children,
                                    sum(parent.member_count for parent in parents)))
-        if parents:
-            self._write(memory_type, parents)
+        self._pending.extend((memory_type, parent) for parent in parents)
+        if sum(len(parent.child_ids) for _, parent in self._pending) >= self.batch_edges:
+            self._flush()
 
-    def _write(self, memory_type: str, parents: list[_Parent]) -> None:
-        vectors = self.embedder.embed([parent.summary.value for parent in parents])
+    def _flush(self) -> None:
+        """Write the pending whole topics in one transaction (a few thousand edges per round trip)."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        vectors = self.embedder.embed([parent.summary.value for _, parent in pending])
         props = [parent_properties(self.tenant, memory_type, parent.id, parent.summary,
                                    parent.child_ids, parent.level, vector)
-                 for parent, vector in zip(parents, vectors, strict=True)]
-        links = [{"parent": parent.id, "child": child} for parent in parents for child in parent.child_ids]
+                 for (memory_type, parent), vector in zip(pending, vectors, strict=True)]
+        links = [{"parent": parent.id, "child": child}
+                 for _, parent in pending for child in parent.child_ids]
         with self.neo4j.session() as session:
             written = reorg_graph.write_topics(session, self.tenant, props, links)
         self.outcome.parents_created += written.parents_created
@@ -239,5 +252,5 @@ class Reorganizer:
             {"id": parent.id, "memory_type": memory_type, "level": parent.level,
              "key": parent.summary.key, "value": parent.summary.value,
              "children": len(parent.child_ids), "members": parent.member_count}
-            for parent in parents
+            for memory_type, parent in pending
         )

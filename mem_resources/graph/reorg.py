@@ -61,13 +61,13 @@ def orphan_counts(session: Session, tenant: str) -> list[OrphanCount]:
 
 
 def read_orphans(session: Session, tenant: str, memory_types: Sequence[str]) -> Iterator[Orphan]:
-    """All orphans of the given memory types, ordered by type and id so clustering repeats."""
+    """All orphans of the given memory types, in no particular order (sort them in the client:
+    a server-side ORDER BY would hold every embedding in the database's heap at once)."""
     result = session.run(
         _ORPHANS + """
         AND m.memory_type IN $memory_types
         RETURN m.id AS id, m.memory_type AS memory_type, coalesce(m.memory, m.data, '') AS memory,
                m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside
-        ORDER BY memory_type, id
         """,
         tenant=tenant, memory_types=list(memory_types),
     )
