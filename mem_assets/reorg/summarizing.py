@@ -2,7 +2,8 @@
 
 The value is the member nearest the cluster's centroid (the most typical memory); key and tags
 are the cluster's most distinctive terms — frequent in the cluster, rare in the rest of the
-tenant's candidates (TF-IDF over clusters) — in the language most of the members are written in.
+tenant's candidates (TF-IDF over clusters; a term in every memory, like "user", scores 0) — and
+the background is written in the language most of the members are written in.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ jieba.setLogLevel(logging.WARNING)
 _WORD = re.compile(r"[a-z][a-z0-9+#'-]{2,}|[\u3400-\u9fff\uf900-\ufaff]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _CJK_STOP = frozenset({"我们", "你们", "他们", "今天", "昨天", "一个", "这个", "那个", "已经", "最近",
-                       "每天", "每次", "每周", "因为", "所以", "但是", "就是", "还是", "没有", "特别"})
+                       "每天", "每次", "每周", "因为", "所以", "但是", "就是", "还是", "没有", "特别",
+                       "用户", "一次", "一只", "一家", "大约"})
+#: Memories are written about "the user": naming a topic after that says nothing.
+_EN_STOP = ENGLISH_STOP_WORDS | {"user", "users"}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -41,8 +45,10 @@ def terms(text: str) -> set[str]:
     for token in _WORD.findall(unicodedata.normalize("NFKC", text).lower()):
         if _CJK.match(token):
             found.update(_chinese_words(token))
-        elif token not in ENGLISH_STOP_WORDS:
-            found.add(token)
+        else:
+            word = token.removesuffix("'s")
+            if word not in _EN_STOP:
+                found.add(word)
     return found
 
 
@@ -63,11 +69,11 @@ class TermStats:
     def distinctive(self, rows: Sequence[int], count: int) -> list[str]:
         in_cluster: Counter[str] = Counter(term for row in rows for term in self.term_sets[row])
         scored = sorted(
-            ((hits * math.log(1 + self.documents / self.frequency[term]), term)
+            ((hits * math.log(self.documents / self.frequency[term]), term)
              for term, hits in in_cluster.items() if hits >= 2 or len(rows) < 4),
             key=lambda pair: (-pair[0], pair[1]),
         )
-        return [term for _, term in scored[:count]]
+        return [term for score, term in scored[:count] if score > 0]
 
 
 def extractive_summary(texts: Sequence[str], vectors: np.ndarray, rows: Sequence[int],
