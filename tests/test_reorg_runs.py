@@ -17,7 +17,7 @@ from mem_resources.embedder import HashingEmbedder
 from mem_resources.graph import reorg as reorg_graph
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer
+from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, TopicSummary
 from tests.support.fake_openai import chat_answer, fake_openai_server
 from tests.support.reorg_graph import (
     graph_counts,
@@ -183,3 +183,33 @@ def test_checks_find_cycles_thin_parents_and_double_parents(neo4j, tenant):
         assert [row["id"] for row in reorg_graph.parents_with_few_members(session, tenant)] == ["p2", "p3"]
         assert reorg_graph.nodes_with_two_parents_at_one_level(session, tenant) == [
             {"id": ids[0], "level": 1, "parents": 2}]
+
+
+@pytest.mark.parametrize("answer", [
+    '{"key": "", "value": "Trips.", "tags": [], "background": ""}',
+    '{"key": "Travel", "tags": ["trip"]}',
+    '{"key": "Travel", "value": "Trips.", "tags": "not a list"}',
+])
+def test_llm_summaries_that_fail_validation_are_rejected(answer):
+    with fake_openai_server() as fake:
+        fake.chat = lambda body: (200, chat_answer(answer))
+        summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
+        summary, usage = summarizer.summarize(["Booked a flight to Kyoto"], _draft(), "en")
+    assert summary is None
+    assert usage.calls == 1 and usage.failures == 1
+
+
+def test_llm_summarizer_asks_in_the_members_language():
+    with fake_openai_server() as fake:
+        fake.chat = lambda body: (200, chat_answer(json.dumps(
+            {"key": "旅行", "value": "用户的旅行计划。", "tags": ["旅行"], "background": "出行。"})))
+        summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
+        summary, _ = summarizer.summarize(["我打算去云南旅行"], _draft(), "zh")
+        [(_, body)] = fake.requests
+    assert summary is not None and summary.key == "旅行"
+    assert "Chinese" in body["messages"][0]["content"]
+    assert json.loads(body["messages"][1]["content"])["memories"] == ["我打算去云南旅行"]
+
+
+def _draft() -> TopicSummary:
+    return TopicSummary(key="trip", value="A trip.", tags=["trip"], background="1 memories about trip.")

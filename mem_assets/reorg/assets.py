@@ -2,7 +2,7 @@
 
 import dagster as dg
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from mem_assets.partitions import tenant_partitions
 from mem_assets.reorg.clustering import ClusteringParams, cluster_table
@@ -25,6 +25,12 @@ class ClusteringConfig(dg.Config):
     max_topics: int = Field(default=12, ge=2,
                             description="Most top-level topics chosen by silhouette in one pass.")
     seed: int = Field(default=0, description="KMeans seed: the same orphans give the same clusters.")
+
+    @model_validator(mode="after")
+    def _sizes_in_order(self) -> "ClusteringConfig":
+        if self.min_cluster_size > self.max_cluster_size:
+            raise ValueError("min_cluster_size must not exceed max_cluster_size")
+        return self
 
 
 class SummaryConfig(dg.Config):

@@ -1,9 +1,10 @@
 """Partition embeddings into a two-level plan: topics, each made of leaf clusters of bounded size.
 
 Leaves follow seed 000 §6.2: recursive MiniBatchKMeans with k = ceil(n / max_cluster_size) until
-every cluster holds at most ``max_cluster_size`` rows (plain KMeans once a set fits in one batch). Above them, topics: the number of topics is
-the one with the best silhouette (on a seeded sample) when there are few enough rows to choose,
-otherwise enough topics to keep each under ``max_cluster_size²`` rows. A topic with two or more
+every cluster holds at most ``max_cluster_size`` rows (plain KMeans once a set fits in one batch).
+Above them, topics: the number of topics is the one with the best silhouette (on a seeded sample)
+when there are few enough rows to choose, otherwise enough topics to keep each under
+``max_cluster_size²`` rows. A topic with two or more
 kept leaves becomes topic → sub-topics → facts; a topic with one leaf is a topic over its facts.
 Everything is seeded and works on rows sorted by the caller, so the same input gives the same plan.
 """

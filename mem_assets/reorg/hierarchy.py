@@ -45,6 +45,11 @@ def parent_id(tenant: str, memory_type: str, child_ids: Sequence[str]) -> str:
 
 def parent_properties(tenant: str, memory_type: str, pid: str, summary: TopicSummary,
                       child_ids: Sequence[str], level: int, embedding: np.ndarray) -> dict[str, Any]:
+    """A topic as a memory item (seed §6.3: type topic, confidence 0.66, its children as sources).
+
+    Its payload hash is the member-set hash, so two topics that happen to share a text are never
+    taken for exact duplicates of each other.
+    """
     now = utc_now()
     item = MemoryItem(
         id=pid,
