@@ -9,11 +9,14 @@ from mem_assets.dedup.checks import dedup_checks
 from mem_assets.dedup.sensors import dedup_job, dedup_sensor
 from mem_assets.ingest.assets import memory_items
 from mem_assets.ingest.sensors import inbox_sensor
+from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
+from mem_assets.reorg.checks import reorg_checks
+from mem_assets.reorg.schedules import reorg_job, reorg_schedule
 from mem_assets.resources import build_resources
 
 #: Every tenant-partitioned stage, in lineage order; the main job runs them for one tenant.
 tenant_pipeline = [memory_items, context_graph, dedup_candidates, relation_judgments, merged_nodes,
-                   graph_schema]
+                   reorg_candidates, memory_clusters, summary_parents, graph_schema]
 
 tend_memory_job = dg.define_asset_job(
     "tend_memory",
@@ -23,8 +26,9 @@ tend_memory_job = dg.define_asset_job(
 
 defs = dg.Definitions(
     assets=[*tenant_pipeline],
-    asset_checks=[*dedup_checks],
+    asset_checks=[*dedup_checks, *reorg_checks],
     sensors=[inbox_sensor, context_inbox_sensor, dedup_sensor],
-    jobs=[tend_memory_job, dedup_job],
+    schedules=[reorg_schedule],
+    jobs=[tend_memory_job, dedup_job, reorg_job],
     resources=build_resources(),
 )

@@ -11,6 +11,7 @@ from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.local_neo4j import LocalNeo4jSettings
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, SummarizerResource
 
 
 def uses_openai(kind: str) -> bool:
@@ -48,6 +49,11 @@ def build_judge() -> JudgeResource:
     return OfflineJudge()
 
 
+def build_summarizer() -> SummarizerResource:
+    """Topic summaries by the chat model when ``MEMTEND_LLM=openai``, else extractive (offline)."""
+    return LLMSummarizer(chat=build_chat()) if uses_openai("LLM") else ExtractiveSummarizer()
+
+
 def build_resources() -> dict[str, Any]:
     return {
         "neo4j": Neo4jResource(
@@ -63,4 +69,5 @@ def build_resources() -> dict[str, Any]:
             root=os.environ.get("MEMTEND_INBOX", "data/inbox"),
             quarantine_dir=os.environ.get("MEMTEND_QUARANTINE", "data/quarantine"),
         ),
+        "summarizer": build_summarizer(),
     }

@@ -25,6 +25,7 @@ SUPERSEDED_REASON = "superseded"
 _NODE = """
     coalesce(n.status, 'activated') = 'activated'
     AND coalesce(n.memory_type, 'LongTermMemory') <> $working
+    AND coalesce(n.type, 'fact') <> 'topic'
 """
 _UNCHECKED = _NODE + """
     AND (n.dedup_checked_at IS NULL
@@ -134,6 +135,7 @@ def vector_neighbours(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[s
                [h IN hits WHERE h.node.user_name = $tenant AND h.node.id <> row.id
                   AND coalesce(h.node.status, 'activated') = 'activated'
                   AND coalesce(h.node.memory_type, 'LongTermMemory') = row.memory_type
+                  AND coalesce(h.node.type, 'fact') <> 'topic'
                 | {id: h.node.id, score: 2 * h.score - 1}] AS neighbours
         """,
         rows=list(rows), k=k, index=VECTOR_INDEX, tenant=tenant,
@@ -190,7 +192,10 @@ def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: 
                   template_id: str, props: dict[str, Any], update_type: str, reason: str,
                   now: datetime) -> dict[str, int]:
     """Create the merged node (copying the template source's extra properties), move every
-    non-lineage edge of the sources onto it, archive the sources with MERGED_TO edges."""
+    non-lineage edge of the sources onto it, archive the sources with MERGED_TO edges.
+
+    Only the template's topic (incoming PARENT) moves, so the merged node has one parent per
+    level; the other sources stay under their topics as archived history."""
     record = tx.run(
         """
         MATCH (t:MemoryItem {user_name: $tenant, id: $template})
@@ -213,6 +218,7 @@ def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: 
             MATCH (s:MemoryItem {user_name: $tenant, id: id})<-[r]-(o)
             WHERE NOT type(r) IN $lineage AND o <> m
               AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
+              AND (type(r) <> 'PARENT' OR s.id = $template)
             MERGE (o)-[c:$(type(r))]->(m)
             SET c += properties(r)
             DELETE r
