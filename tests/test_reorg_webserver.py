@@ -100,7 +100,7 @@ def _paths(keys: list[dict]) -> set[str]:
 @pytest.fixture(scope="module")
 def server(neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("dagster_home")
-    env = {"NEO4J_URI": neo4j_uri, "MEMTEND_INBOX": str(home / "inbox"),
+    env = {"NEO4J_URI": neo4j_uri, "MEMTEND_SENSORS": "off", "MEMTEND_INBOX": str(home / "inbox"),
            "MEMTEND_QUARANTINE": str(home / "quarantine")}
     with dagster_webserver_and_daemon(home, env) as running:
         yield running

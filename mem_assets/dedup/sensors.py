@@ -5,6 +5,7 @@ import json
 
 import dagster as dg
 
+from mem_assets.automation import default_sensor_status
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.partitions import tenant_partitions
 from mem_resources.graph import dedup as graph
@@ -35,7 +36,7 @@ def plan_requests(pending: dict[str, list[str]], requested: dict[str, str]
     return to_run, cursor
 
 
-@dg.sensor(job=dedup_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(job=dedup_job, minimum_interval_seconds=30, default_status=default_sensor_status())
 def dedup_sensor(context: dg.SensorEvaluationContext, neo4j: Neo4jResource) -> dg.SensorResult:
     """Finds tenants with unchecked activated nodes (also ones written by other writers straight
     into Neo4j), adds unknown tenants as partitions and requests one dedup run per tenant."""

@@ -3,6 +3,7 @@ import json
 
 import dagster as dg
 
+from mem_assets.automation import default_sensor_status
 from mem_assets.ingest.assets import memory_items
 from mem_assets.partitions import tenant_partitions
 from mem_resources.inbox import InboxResource
@@ -15,7 +16,7 @@ def inbox_digest(fingerprints: list[str]) -> str:
 @dg.sensor(
     asset_selection=[memory_items],
     minimum_interval_seconds=30,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+    default_status=default_sensor_status(),
 )
 def inbox_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource) -> dg.SensorResult:
     """One ingest run per tenant whose inbox files changed; new tenant folders become partitions."""

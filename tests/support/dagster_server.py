@@ -87,6 +87,9 @@ def dagster_webserver_and_daemon(home: Path, env: dict[str, str],
     full_env = {**os.environ, **env, "DAGSTER_HOME": str(home),
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     workspace = str(ROOT / "workspace.yaml")
+    # Create the instance's SQLite storage once, before two processes race to create it.
+    subprocess.run([str(BIN / "dagster"), "instance", "migrate"], cwd=ROOT, env=full_env,
+                   check=True, capture_output=True)
     processes: list[subprocess.Popen[bytes]] = []
     try:
         for name, command in [
