@@ -1,0 +1,98 @@
+"""Stream a tenant's new inbox files into the graph in large UNWIND batches."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import islice
+
+from mem_assets.ingest.nodes import build_nodes, plan
+from mem_assets.ingest.parsing import ParsedLine, parse_lines
+from mem_resources.embedder import EmbedderResource
+from mem_resources.graph import memories
+from mem_resources.inbox import InboxFile, InboxResource, Rejection
+from mem_resources.memory_model import utc_now
+from mem_resources.neo4j_resource import Neo4jResource
+
+PREVIEW_ROWS = 10
+
+
+@dataclass
+class IngestReport:
+    files_ingested: list[str] = field(default_factory=list)
+    files_already_ingested: list[str] = field(default_factory=list)
+    accepted: int = 0
+    rejected: int = 0
+    new: int = 0
+    already_present: int = 0
+    nodes_created: int = 0
+    working_trimmed: int = 0
+    rejection_kinds: Counter[str] = field(default_factory=Counter)
+    preview: list[dict[str, str]] = field(default_factory=list)
+
+
+def _chunks(lines: Iterator[ParsedLine | Rejection], size: int) -> Iterator[list[ParsedLine | Rejection]]:
+    while chunk := list(islice(lines, size)):
+        yield chunk
+
+
+def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResource,
+                inbox: InboxResource, batch_size: int, max_chars: int,
+                report: IngestReport, now: datetime) -> None:
+    tenant = file.tenant
+    for chunk in _chunks(parse_lines(file.path, max_chars), batch_size):
+        rejections = [entry for entry in chunk if isinstance(entry, Rejection)]
+        accepted = [entry.item for entry in chunk if isinstance(entry, ParsedLine)]
+        if rejections:
+            inbox.quarantine(tenant, rejections)
+            report.rejected += len(rejections)
+            report.rejection_kinds.update(r.kind for r in rejections)
+        report.accepted += len(accepted)
+        planned = plan(tenant, accepted)
+        with neo4j.session() as session:
+            present = session.execute_read(memories.existing_ids, tenant, [p.node_id for p in planned])
+            fresh = [p for p in planned if p.node_id not in present]
+            report.already_present += len(accepted) - len(fresh)
+            if not fresh:
+                continue
+            vectors = embedder.embed([p.item.memory for p in fresh])
+            nodes = build_nodes(tenant, fresh, vectors, now)
+            report.nodes_created += session.execute_write(memories.write_memories, tenant, nodes)
+        report.new += len(fresh)
+        room = PREVIEW_ROWS - len(report.preview)
+        report.preview.extend(
+            {"id": p.node_id, "memory_type": p.item.memory_type.value, "memory": p.item.memory[:120]}
+            for p in fresh[:max(room, 0)]
+        )
+
+
+def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
+                  inbox: InboxResource, batch_size: int, max_chars: int,
+                  working_memory_capacity: int) -> IngestReport:
+    """Ingest every inbox file of ``tenant`` not in the ledger; a file is recorded once done."""
+    report = IngestReport()
+    now = utc_now()
+    with neo4j.session() as session:
+        done = session.execute_read(memories.ingested_file_hashes, tenant)
+    for file in inbox.files(tenant):
+        sha = file.sha256()
+        if sha in done:
+            report.files_already_ingested.append(file.path.name)
+            continue
+        before = (report.accepted, report.rejected, report.new)
+        ingest_file(file, neo4j, embedder, inbox, batch_size, max_chars, report, now)
+        with neo4j.session() as session:
+            session.execute_write(memories.record_ingested_file, tenant, {
+                "sha256": sha, "path": str(file.path), "name": file.path.name,
+                "ingested_at": now, "accepted": report.accepted - before[0],
+                "rejected": report.rejected - before[1], "new": report.new - before[2],
+            })
+        done.add(sha)
+        report.files_ingested.append(file.path.name)
+    if report.new:
+        with neo4j.session() as session:
+            report.working_trimmed = session.execute_write(
+                memories.trim_working_memory, tenant, working_memory_capacity, now)
+    return report

@@ -1,0 +1,89 @@
+"""Memory node writes and reads, working-memory trimming and the ingest ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from neo4j import ManagedTransaction
+
+from mem_resources.memory_model import MemoryItem, MemoryStatus, MemoryType
+
+WORKING_TRIM_REASON = "working_memory_trim"
+
+
+def existing_ids(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> set[str]:
+    result = tx.run(
+        "UNWIND $ids AS id MATCH (m:MemoryItem {user_name: $tenant, id: id}) RETURN m.id AS id",
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"] for record in result}
+
+
+def write_memories(tx: ManagedTransaction, tenant: str, nodes: Iterable[MemoryItem]) -> int:
+    """MERGE on (tenant, id): an item already present is left exactly as it is."""
+    rows = [node.to_properties() for node in nodes]
+    if any(row["user_name"] != tenant for row in rows):
+        raise ValueError(f"refusing to write nodes of another tenant into {tenant!r}")
+    summary = tx.run(
+        """
+        UNWIND $rows AS row
+        MERGE (m:MemoryItem {user_name: $tenant, id: row.id})
+        ON CREATE SET m:Node, m += row
+        """,
+        tenant=tenant, rows=rows,
+    ).consume()
+    return summary.counters.nodes_created
+
+
+def trim_working_memory(tx: ManagedTransaction, tenant: str, capacity: int, now: datetime) -> int:
+    """Archive the oldest activated WorkingMemory nodes beyond ``capacity`` (FIFO, never delete)."""
+    record = tx.run(
+        """
+        MATCH (w:MemoryItem {user_name: $tenant, status: $activated})
+        WHERE w.memory_type = $working
+        WITH w ORDER BY w.updated_at DESC, w.id DESC
+        SKIP $capacity
+        SET w.status = $archived, w.archived_reason = $reason, w.archived_at = $now
+        RETURN count(w) AS trimmed
+        """,
+        tenant=tenant, capacity=capacity, now=now, working=MemoryType.WORKING.value,
+        activated=MemoryStatus.ACTIVATED.value, archived=MemoryStatus.ARCHIVED.value,
+        reason=WORKING_TRIM_REASON,
+    ).single()
+    return record["trimmed"] if record else 0
+
+
+def read_memories(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> list[MemoryItem]:
+    result = tx.run(
+        "UNWIND $ids AS id MATCH (m:MemoryItem {user_name: $tenant, id: id}) "
+        "RETURN properties(m) AS props",
+        tenant=tenant, ids=list(ids),
+    )
+    return [MemoryItem.from_properties(record["props"]) for record in result]
+
+
+def count_by_type_and_status(tx: ManagedTransaction, tenant: str) -> dict[tuple[str, str], int]:
+    result = tx.run(
+        "MATCH (m:MemoryItem {user_name: $tenant}) "
+        "RETURN m.memory_type AS type, m.status AS status, count(*) AS n",
+        tenant=tenant,
+    )
+    return {(r["type"], r["status"]): r["n"] for r in result}
+
+
+def ingested_file_hashes(tx: ManagedTransaction, tenant: str) -> set[str]:
+    result = tx.run("MATCH (f:IngestedFile {user_name: $tenant}) RETURN f.sha256 AS sha", tenant=tenant)
+    return {record["sha"] for record in result}
+
+
+def record_ingested_file(tx: ManagedTransaction, tenant: str, file: dict[str, Any]) -> None:
+    """Ledger entry keyed by content hash: the same bytes are never ingested twice."""
+    tx.run(
+        """
+        MERGE (f:IngestedFile {user_name: $tenant, id: 'file:' + $file.sha256})
+        ON CREATE SET f += $file
+        """,
+        tenant=tenant, file=file,
+    ).consume()
