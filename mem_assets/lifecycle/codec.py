@@ -64,7 +64,10 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, Time):
         if value.tzinfo is None:
             return {TAG: "localtime", "v": _time_parts(value)}
-        return {TAG: "time", "v": _time_parts(value), "offset": _offset_seconds(value)}
+        offset = _offset_seconds(value)
+        if offset % 60:
+            raise CodecError("the driver can only write times whose offset is whole minutes")
+        return {TAG: "time", "v": _time_parts(value), "offset": offset}
     if isinstance(value, Duration):
         return {TAG: "duration", "v": [value.months, value.days, value.seconds, value.nanoseconds]}
     if isinstance(value, Point):
@@ -74,7 +77,8 @@ def encode_value(value: Any) -> Any:
     raise CodecError(f"cannot encode a property value of type {type(value).__name__}")
 
 
-def _fixed(seconds: int) -> timezone:
+def _offset(seconds: int) -> timezone:
+    """A stdlib offset: pytz's offset 0 is its UTC *zone*, which Neo4j would store as ``[UTC]``."""
     return timezone(timedelta(seconds=seconds))
 
 
@@ -92,13 +96,13 @@ def decode_value(value: Any) -> Any:
         case "datetime" if "zone" in value:
             return DateTime(*value["utc"], tzinfo=pytz.UTC).astimezone(pytz.timezone(value["zone"]))
         case "datetime":
-            return DateTime(*parts, tzinfo=_fixed(value["offset"]))
+            return DateTime(*parts, tzinfo=_offset(value["offset"]))
         case "date":
             return Date(*parts)
         case "localtime":
             return Time(*parts)
         case "time":
-            return Time(*parts, tzinfo=_fixed(value["offset"]))
+            return Time(*parts, tzinfo=pytz.FixedOffset(value["offset"] // 60))
         case "duration":
             months, days, seconds, nanoseconds = parts
             return Duration(months=months, days=days, seconds=seconds, nanoseconds=nanoseconds)
