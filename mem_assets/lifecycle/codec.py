@@ -64,10 +64,7 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, Time):
         if value.tzinfo is None:
             return {TAG: "localtime", "v": _time_parts(value)}
-        offset = _offset_seconds(value)
-        if offset % 60:
-            raise CodecError("the driver can only write times whose offset is whole minutes")
-        return {TAG: "time", "v": _time_parts(value), "offset": offset}
+        return {TAG: "time", "v": _time_parts(value), "offset": _offset_seconds(value)}
     if isinstance(value, Duration):
         return {TAG: "duration", "v": [value.months, value.days, value.seconds, value.nanoseconds]}
     if isinstance(value, Point):

@@ -82,7 +82,7 @@ def soft_delete(tx: ManagedTransaction, tenant: str, ids: list[str] | None, wher
             m.deleted_previous_evolve_to = coalesce(m.evolve_to, []),
             m.evolve_to = coalesce(m.evolve_to, [])
                           + [target IN $evolve_to WHERE NOT target IN coalesce(m.evolve_to, [])],
-            m.status = $deleted, m.deleted_at = $now, m.updated_at = $now
+            m.status = $deleted, m.deleted_at = $now
         RETURN m.id AS id ORDER BY id
         """,
         tenant=tenant, ids=ids, f=where.parameters(), with_twins=with_twins,
@@ -92,18 +92,17 @@ def soft_delete(tx: ManagedTransaction, tenant: str, ids: list[str] | None, wher
 
 
 def undelete(tx: ManagedTransaction, tenant: str, ids: list[str] | None, where: MemoryFilter,
-             now: datetime, with_twins: bool = True) -> list[str]:
-    """Bring soft-deleted memories back to the status and evolve_to they had before."""
+             with_twins: bool = True) -> list[str]:
+    """Bring soft-deleted memories back exactly as they were (status, evolve_to)."""
     result = tx.run(
         _SELECT_MEMORIES + """
         WHERE m.status = $deleted
         SET m.status = coalesce(m.deleted_previous_status, $activated),
-            m.evolve_to = coalesce(m.deleted_previous_evolve_to, m.evolve_to),
-            m.updated_at = $now
+            m.evolve_to = coalesce(m.deleted_previous_evolve_to, m.evolve_to)
         REMOVE m.deleted_previous_status, m.deleted_previous_evolve_to, m.deleted_at
         RETURN m.id AS id ORDER BY id
         """,
-        tenant=tenant, ids=ids, f=where.parameters(), with_twins=with_twins, now=now,
+        tenant=tenant, ids=ids, f=where.parameters(), with_twins=with_twins,
         deleted=MemoryStatus.DELETED.value, activated=MemoryStatus.ACTIVATED.value,
     )
     return [record["id"] for record in result]
