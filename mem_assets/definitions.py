@@ -4,6 +4,7 @@ import dagster as dg
 
 from mem_assets.ingest.assets import memory_items
 from mem_assets.ingest.sensors import inbox_sensor
+from mem_assets.lifecycle.jobs import lifecycle_jobs, lifecycle_schedules
 from mem_assets.partitions import tenant_partitions
 from mem_assets.resources import build_resources
 
@@ -20,6 +21,7 @@ tend_memory_job = dg.define_asset_job(
 defs = dg.Definitions(
     assets=[*tenant_pipeline],
     sensors=[inbox_sensor],
-    jobs=[tend_memory_job],
+    jobs=[tend_memory_job, *lifecycle_jobs],
+    schedules=[*lifecycle_schedules],
     resources=build_resources(),
 )

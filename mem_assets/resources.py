@@ -5,6 +5,7 @@ from typing import Any
 
 import dagster as dg
 
+from mem_resources.backup_storage import BackupStorage, backup_dir_from_env
 from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
@@ -54,4 +55,5 @@ def build_resources() -> dict[str, Any]:
             root=os.environ.get("MEMTEND_INBOX", "data/inbox"),
             quarantine_dir=os.environ.get("MEMTEND_QUARANTINE", "data/quarantine"),
         ),
+        "backups": BackupStorage(root=backup_dir_from_env()),
     }

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from neo4j import ManagedTransaction, Session
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from mem_resources.graph.schema import TENANT_SCOPED_LABELS
 from mem_resources.memory_model import MemoryStatus
@@ -41,8 +41,8 @@ class MemoryFilter(BaseModel):
     tags: list[str] = Field(default_factory=list, description="has at least one of these tags")
     key: str | None = Field(default=None, description="exact key")
     text_contains: str | None = Field(default=None, description="memory text contains this")
-    created_before: datetime | None = None
-    created_after: datetime | None = None
+    created_before: AwareDatetime | None = None
+    created_after: AwareDatetime | None = None
 
     def is_empty(self) -> bool:
         return not any(getattr(self, name) for name in type(self).model_fields)
