@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
 
-from mem_assets.ingest.nodes import build_nodes, plan
+from mem_assets.ingest.nodes import PlannedMemory, build_nodes, plan
 from mem_assets.ingest.parsing import ParsedLine, parse_lines
 from mem_resources.embedder import EmbedderResource
 from mem_resources.graph import memories
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
-from mem_resources.memory_model import utc_now
+from mem_resources.memory_model import MemoryItem, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 
 PREVIEW_ROWS = 10
@@ -33,39 +34,65 @@ class IngestReport:
     preview: list[dict[str, str]] = field(default_factory=list)
 
 
-def _chunks(lines: Iterator[ParsedLine | Rejection], size: int) -> Iterator[list[ParsedLine | Rejection]]:
-    while chunk := list(islice(lines, size)):
-        yield chunk
+@dataclass(frozen=True)
+class PreparedChunk:
+    rejections: list[Rejection]
+    accepted: int
+    planned_ids: frozenset[str]
+    fresh: list[PlannedMemory]
+    nodes: list[MemoryItem]
+
+
+def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: str,
+                  in_flight: frozenset[str], neo4j: Neo4jResource, embedder: EmbedderResource,
+                  now: datetime) -> PreparedChunk | None:
+    """Parse, check existence and embed one chunk; ids of the chunk being written are skipped."""
+    chunk = list(islice(lines, size))
+    if not chunk:
+        return None
+    accepted = [entry.item for entry in chunk if isinstance(entry, ParsedLine)]
+    planned = plan(tenant, accepted)
+    with neo4j.session() as session:
+        present = session.execute_read(memories.existing_ids, tenant, [p.node_id for p in planned])
+    fresh = [p for p in planned if p.node_id not in present and p.node_id not in in_flight]
+    vectors = embedder.embed([p.item.memory for p in fresh])
+    return PreparedChunk(
+        rejections=[entry for entry in chunk if isinstance(entry, Rejection)],
+        accepted=len(accepted), planned_ids=frozenset(p.node_id for p in planned), fresh=fresh,
+        nodes=build_nodes(tenant, fresh, vectors, now),
+    )
 
 
 def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResource,
                 inbox: InboxResource, batch_size: int, max_chars: int,
                 report: IngestReport, now: datetime) -> None:
+    """Chunk k+1 is prepared (parse, existence check, embedding) while chunk k is written."""
     tenant = file.tenant
-    for chunk in _chunks(parse_lines(file.path, max_chars), batch_size):
-        rejections = [entry for entry in chunk if isinstance(entry, Rejection)]
-        accepted = [entry.item for entry in chunk if isinstance(entry, ParsedLine)]
-        if rejections:
-            inbox.quarantine(tenant, rejections)
-            report.rejected += len(rejections)
-            report.rejection_kinds.update(r.kind for r in rejections)
-        report.accepted += len(accepted)
-        planned = plan(tenant, accepted)
-        with neo4j.session() as session:
-            present = session.execute_read(memories.existing_ids, tenant, [p.node_id for p in planned])
-            fresh = [p for p in planned if p.node_id not in present]
-            report.already_present += len(accepted) - len(fresh)
-            if not fresh:
+    lines = parse_lines(file.path, max_chars)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-prepare") as pool:
+        pending = pool.submit(_prepare_next, lines, batch_size, tenant, frozenset(),
+                              neo4j, embedder, now)
+        while (chunk := pending.result()) is not None:
+            pending = pool.submit(_prepare_next, lines, batch_size, tenant, chunk.planned_ids,
+                                  neo4j, embedder, now)
+            if chunk.rejections:
+                inbox.quarantine(tenant, chunk.rejections)
+                report.rejected += len(chunk.rejections)
+                report.rejection_kinds.update(r.kind for r in chunk.rejections)
+            report.accepted += chunk.accepted
+            report.already_present += chunk.accepted - len(chunk.fresh)
+            if not chunk.fresh:
                 continue
-            vectors = embedder.embed([p.item.memory for p in fresh])
-            nodes = build_nodes(tenant, fresh, vectors, now)
-            report.nodes_created += session.execute_write(memories.write_memories, tenant, nodes)
-        report.new += len(fresh)
-        room = PREVIEW_ROWS - len(report.preview)
-        report.preview.extend(
-            {"id": p.node_id, "memory_type": p.item.memory_type.value, "memory": p.item.memory[:120]}
-            for p in fresh[:max(room, 0)]
-        )
+            with neo4j.session() as session:
+                report.nodes_created += session.execute_write(
+                    memories.write_memories, tenant, chunk.nodes)
+            report.new += len(chunk.fresh)
+            room = max(PREVIEW_ROWS - len(report.preview), 0)
+            report.preview.extend(
+                {"id": p.node_id, "memory_type": p.item.memory_type.value,
+                 "memory": p.item.memory[:120]}
+                for p in chunk.fresh[:room]
+            )
 
 
 def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,

@@ -21,16 +21,29 @@ def existing_ids(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> set
     return {record["id"] for record in result}
 
 
+def wire_rows(nodes: Iterable[MemoryItem]) -> list[dict[str, Any]]:
+    """Node properties with timestamps as ISO strings: the driver packs aware datetimes slowly,
+    so the query turns them into Neo4j datetimes with ``datetime()``."""
+    rows = []
+    for node in nodes:
+        props = node.to_properties()
+        created, updated = props.pop("created_at"), props.pop("updated_at")
+        rows.append({"props": props, "created_at": created.isoformat(),
+                     "updated_at": updated.isoformat()})
+    return rows
+
+
 def write_memories(tx: ManagedTransaction, tenant: str, nodes: Iterable[MemoryItem]) -> int:
     """MERGE on (tenant, id): an item already present is left exactly as it is."""
-    rows = [node.to_properties() for node in nodes]
-    if any(row["user_name"] != tenant for row in rows):
+    rows = wire_rows(nodes)
+    if any(row["props"]["user_name"] != tenant for row in rows):
         raise ValueError(f"refusing to write nodes of another tenant into {tenant!r}")
     summary = tx.run(
         """
         UNWIND $rows AS row
-        MERGE (m:MemoryItem {user_name: $tenant, id: row.id})
-        ON CREATE SET m:Node, m += row
+        MERGE (m:MemoryItem {user_name: $tenant, id: row.props.id})
+        ON CREATE SET m:Node, m += row.props,
+                      m.created_at = datetime(row.created_at), m.updated_at = datetime(row.updated_at)
         """,
         tenant=tenant, rows=rows,
     ).consume()

@@ -1,0 +1,161 @@
+"""Ingest throughput against the raw write limit of the same Neo4j, and peak memory.
+
+For each scale (default 10k and 100k items into one fresh tenant):
+- ``ingest``: the real path (stream-parse JSONL, validate, hash ids, existence check, embed,
+  MERGE long-term + working nodes with UNWIND, ledger, working-memory trim), items/s end to end;
+- ``raw``: the same node rows (precomputed, untimed) through a bare ``UNWIND … CREATE`` into
+  another tenant, timing only the writes: the database's limit for this schema;
+- their ratio, and the peak RSS increase over the phase's start (sampled every 10 ms).
+
+    python bench/ingest_bench.py [--scales 10000 100000] [--batch-size 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+from mem_assets.ingest.ingest import ingest_tenant
+from mem_assets.ingest.nodes import build_nodes, plan
+from mem_assets.ingest.parsing import MemoryItemIn
+from mem_resources.embedder import HashingEmbedder
+from mem_resources.graph import memories
+from mem_resources.inbox import InboxResource
+from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.memory_model import utc_now
+from mem_resources.neo4j_resource import Neo4jResource
+
+SUBJECTS = ["The user", "The user's sister", "The user's manager", "The user's dog", "用户", "用户的朋友"]
+VERBS = ["likes", "visited", "plans to buy", "is learning", "mentioned", "喜欢", "去过", "正在学习"]
+OBJECTS = ["green tea", "Kyoto", "a road bike", "Rust", "jazz piano", "sourdough bread", "北京烤鸭",
+           "围棋", "马拉松", "a vintage camera", "Python", "hiking boots", "上海", "oolong tea"]
+
+
+def synthetic_items(n: int, seed: int) -> Iterator[dict]:
+    rng = random.Random(seed)
+    for i in range(n):
+        text = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {seed}-{i})."
+        yield {"memory": text, "key": f"note {i}", "tags": ["bench", rng.choice(["a", "b", "c"])],
+               "confidence": round(rng.random(), 2), "sources": [{"type": "chat", "role": "user",
+                                                                 "content": text}]}
+
+
+class PeakRss:
+    """Peak RSS above the value at entry, sampled in a background thread."""
+
+    def __enter__(self) -> PeakRss:
+        self._proc = psutil.Process()
+        self.start = self._proc.memory_info().rss
+        self.peak = self.start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def growth_mib(self) -> float:
+        return (self.peak - self.start) / 2**20
+
+
+def drop_bench_tenant(neo4j: Neo4jResource, tenant: str) -> None:
+    with neo4j.session() as session:
+        session.run("MATCH (n {user_name: $tenant}) CALL (n) { DETACH DELETE n } "
+                    "IN TRANSACTIONS OF 10000 ROWS", tenant=tenant).consume()
+
+
+def raw_write_seconds(neo4j: Neo4jResource, path: Path, tenant: str, batch_size: int,
+                      embedder: HashingEmbedder) -> float:
+    """Time only ``UNWIND $rows AS row CREATE`` of the exact rows ingest writes."""
+    elapsed = 0.0
+    batch: list[MemoryItemIn] = []
+
+    def flush() -> float:
+        planned = plan(tenant, batch)
+        nodes = build_nodes(tenant, planned, embedder.embed([p.item.memory for p in planned]), utc_now())
+        rows = memories.wire_rows(nodes)
+        with neo4j.session() as session:
+            start = time.perf_counter()
+            session.execute_write(lambda tx: tx.run(
+                "UNWIND $rows AS row CREATE (m:Node:MemoryItem) SET m = row.props",
+                rows=rows).consume())
+            return time.perf_counter() - start
+
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            batch.append(MemoryItemIn.model_validate_json(line))
+            if len(batch) == batch_size:
+                elapsed += flush()
+                batch = []
+    if batch:
+        elapsed += flush()
+    return elapsed
+
+
+def run_scale(neo4j: Neo4jResource, n: int, batch_size: int, workdir: Path) -> dict:
+    inbox_root = workdir / f"inbox-{n}"
+    tenant, raw_tenant = f"bench_ingest_{n}", f"bench_raw_{n}"
+    for t in (tenant, raw_tenant):
+        drop_bench_tenant(neo4j, t)
+    folder = inbox_root / tenant
+    folder.mkdir(parents=True)
+    path = folder / "items.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for item in synthetic_items(n, seed=n):
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+    embedder = HashingEmbedder(dimension=neo4j.embedding_dimension)
+    inbox = InboxResource(root=str(inbox_root), quarantine_dir=str(workdir / "quarantine"))
+
+    with PeakRss() as ingest_rss:
+        start = time.perf_counter()
+        report = ingest_tenant(tenant, neo4j, embedder, inbox, batch_size, 8000, 20)
+        ingest_s = time.perf_counter() - start
+    assert report.new == n, report
+    with PeakRss() as raw_rss:
+        raw_s = raw_write_seconds(neo4j, path, raw_tenant, batch_size, embedder)
+    for t in (tenant, raw_tenant):
+        drop_bench_tenant(neo4j, t)
+    return {"items": n, "ingest_items_per_s": n / ingest_s, "raw_items_per_s": n / raw_s,
+            "ratio": raw_s / ingest_s, "ingest_s": ingest_s, "raw_s": raw_s,
+            "ingest_peak_rss_growth_mib": ingest_rss.growth_mib,
+            "raw_peak_rss_growth_mib": raw_rss.growth_mib}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--batch-size", type=int, default=2000)
+    args = parser.parse_args()
+    neo4j = Neo4jResource(uri=ensure_neo4j_uri())
+    neo4j.ensure_schema()
+    with tempfile.TemporaryDirectory() as tmp:
+        run_scale(neo4j, 2000, args.batch_size, Path(tmp))  # JVM and query-plan warm-up
+    print(f"{'items':>8} {'ingest/s':>10} {'raw/s':>10} {'ratio':>6} {'ingest s':>9} "
+          f"{'raw s':>7} {'RSS+ ingest MiB':>16} {'RSS+ raw MiB':>13}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.scales:
+            r = run_scale(neo4j, n, args.batch_size, Path(tmp))
+            print(f"{r['items']:>8} {r['ingest_items_per_s']:>10.0f} {r['raw_items_per_s']:>10.0f} "
+                  f"{r['ratio']:>6.2f} {r['ingest_s']:>9.1f} {r['raw_s']:>7.1f} "
+                  f"{r['ingest_peak_rss_growth_mib']:>16.1f} {r['raw_peak_rss_growth_mib']:>13.1f}",
+                  flush=True)
+    neo4j.close()
+
+
+if __name__ == "__main__":
+    main()
