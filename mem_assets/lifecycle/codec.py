@@ -21,6 +21,7 @@ from neo4j.spatial import CartesianPoint, Point, WGS84Point
 from neo4j.time import Date, DateTime, Duration, Time
 
 TAG = "$t"
+_JSON_SCALARS = frozenset({str, int, float, bool})
 _POINT_TYPES: dict[int, type[Point]] = {7203: CartesianPoint, 9157: CartesianPoint,
                                         4326: WGS84Point, 4979: WGS84Point}
 
@@ -49,6 +50,8 @@ def encode_value(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
+        if all(type(item) in _JSON_SCALARS for item in value):
+            return value
         return [encode_value(item) for item in value]
     if isinstance(value, DateTime):
         if value.tzinfo is None:
@@ -82,6 +85,8 @@ def _offset(seconds: int) -> timezone:
 def decode_value(value: Any) -> Any:
     """The driver value to write back for one encoded property value."""
     if isinstance(value, list):
+        if all(type(item) in _JSON_SCALARS for item in value):
+            return value
         return [decode_value(item) for item in value]
     if not isinstance(value, dict):
         return value

@@ -145,7 +145,7 @@ def node_page(tx: ManagedTransaction, tenant: str, label: str, after_id: str,
         """,
         tenant=tenant, after=after_id, earlier=earlier, limit=limit,
     )
-    return [record.data() for record in result]
+    return [dict(zip(result.keys(), record.values(), strict=True)) for record in result]
 
 
 def outgoing_relationships(tx: ManagedTransaction, tenant: str, label: str,
@@ -162,7 +162,7 @@ def outgoing_relationships(tx: ManagedTransaction, tenant: str, label: str,
         """,
         tenant=tenant, ids=ids, key_labels=list(KEY_LABELS),
     )
-    return [record.data() for record in result]
+    return [dict(zip(result.keys(), record.values(), strict=True)) for record in result]
 
 
 def external_relationships(tx: ManagedTransaction, tenant: str, label: str, ids: list[str]) -> int:
