@@ -4,10 +4,12 @@ peak memory, for tenants of 10k and 100k memories (dense 384-d embeddings).
 For each scale, into one fresh tenant (untimed set-up: ``raw write``, a bare ``UNWIND … CREATE``
 of the memory rows — the database's write limit for this schema — which is also the baseline):
 - ``backup``: the real path (keyset pages, relationships, gzip'd JSON lines, manifest), nodes/s,
-  against ``raw read`` (one streamed ``MATCH … RETURN n`` of the same nodes, results discarded);
+  against ``raw read`` (one streamed ``MATCH … RETURN labels(n), properties(n)`` of the same
+  memories, results discarded);
 - ``drop``: backup again, then the batched delete of exactly the backed-up ids;
-- ``restore``: verify the backup (one full read), then MERGE nodes and relationships back,
-  against ``raw write``; then a fresh backup's checksum must equal the first one;
+- ``restore``: verify the backup (one full read; ``verify`` is its share of the time), then
+  MERGE nodes and relationships back, against ``raw write``; then a fresh backup's checksum must
+  equal the first one;
 - peak RSS increase over each phase's start (sampled every 10 ms): flat from 10k to 100k means
   memory does not grow with the tenant.
 
@@ -97,9 +99,11 @@ def seed(neo4j: Neo4jResource, tenant: str, n: int, dimension: int) -> float:
 
 
 def raw_read_seconds(neo4j: Neo4jResource, tenant: str) -> float:
+    """Properties, not Node objects: a result keeps every Node it hydrated (``result.graph()``)."""
     began = time.perf_counter()
     with neo4j.session(fetch_size=1000) as session:
-        for _ in session.run("MATCH (n:MemoryItem {user_name: $tenant}) RETURN n", tenant=tenant):
+        for _ in session.run("MATCH (n:MemoryItem {user_name: $tenant}) "
+                             "RETURN labels(n), properties(n)", tenant=tenant):
             pass
     return time.perf_counter() - began
 
@@ -131,6 +135,7 @@ def run_scale(neo4j: Neo4jResource, n: int, dimension: int, root: Path) -> dict:
         "backup_nps": nodes / backup.seconds, "raw_read_nps": n / raw_read_s,
         "drop_nps": nodes / dropped.seconds,
         "restore_nps": nodes / restored.seconds, "raw_write_nps": n / raw_write_s,
+        "verify_share": restored.verify_seconds / restored.seconds,
         "backup_mib": size / 2**20,
         "backup_rss": backup_rss.growth_mib, "drop_rss": drop_rss.growth_mib,
         "restore_rss": restore_rss.growth_mib,
@@ -148,14 +153,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_scale(neo4j, 1000, args.dimension, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'nodes':>7} {'backup/s':>9} {'raw rd/s':>9} {'ratio':>6} {'drop/s':>8} "
-          f"{'restore/s':>10} {'raw wr/s':>9} {'ratio':>6} {'MiB':>6} "
+          f"{'restore/s':>10} {'verify':>7} {'raw wr/s':>9} {'ratio':>6} {'MiB':>6} "
           f"{'RSS+ backup':>12} {'RSS+ drop':>10} {'RSS+ restore':>13} {'round trip':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.scales:
             r = run_scale(neo4j, n, args.dimension, Path(tmp))
             print(f"{r['nodes']:>7} {r['backup_nps']:>9.0f} {r['raw_read_nps']:>9.0f} "
                   f"{r['backup_nps'] / r['raw_read_nps']:>6.2f} {r['drop_nps']:>8.0f} "
-                  f"{r['restore_nps']:>10.0f} {r['raw_write_nps']:>9.0f} "
+                  f"{r['restore_nps']:>10.0f} {r['verify_share']:>7.0%} {r['raw_write_nps']:>9.0f} "
                   f"{r['restore_nps'] / r['raw_write_nps']:>6.2f} {r['backup_mib']:>6.0f} "
                   f"{r['backup_rss']:>12.1f} {r['drop_rss']:>10.1f} {r['restore_rss']:>13.1f} "
                   f"{r['round_trip']:>10}", flush=True)

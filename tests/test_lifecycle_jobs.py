@@ -115,7 +115,11 @@ def test_cli_backup_list_drop_restore_and_soft_delete(
         monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("NEO4J_URI", neo4j_uri)
     monkeypatch.setenv("MEMTEND_BACKUP_DIR", str(tmp_path / "backups"))
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions("tenants", [tenant])
     seed_tenant(neo4j, tenant, memory_count=2)
     before = graph_digest(neo4j, tenant)
     runner = CliRunner()
@@ -128,14 +132,18 @@ def test_cli_backup_list_drop_restore_and_soft_delete(
 
     dropped = runner.invoke(app, ["drop", tenant, "--yes"])
     assert dropped.exit_code == 0, dropped.output
-    assert "dropped 8 nodes" in dropped.output and "DAGSTER_HOME is not set" in dropped.output
+    assert "dropped 8 nodes" in dropped.output
     assert counts(neo4j, tenant) == (0, 0)
+    with dg.DagsterInstance.get() as instance:
+        assert not instance.has_dynamic_partition("tenants", tenant)
 
     missing = runner.invoke(app, ["restore", tenant, "--backup-id", "nope"])
     assert missing.exit_code == 1 and "has no backup 'nope'" in missing.output
     restored = runner.invoke(app, ["restore", tenant])
     assert restored.exit_code == 0, restored.output
     assert graph_digest(neo4j, tenant) == before
+    with dg.DagsterInstance.get() as instance:
+        assert instance.has_dynamic_partition("tenants", tenant)
 
     assert runner.invoke(app, ["soft-delete", tenant]).exit_code == 1
     deleted = runner.invoke(app, ["soft-delete", tenant, "--tag", "g1", "--type", "LongTermMemory",

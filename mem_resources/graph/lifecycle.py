@@ -51,10 +51,10 @@ class MemoryFilter(BaseModel):
         return {name: getattr(self, name) or None for name in type(self).model_fields}
 
 
-_SELECT_MEMORIES = """
-MATCH (m:MemoryItem {user_name: $tenant})
-WHERE ($ids IS NULL OR m.id IN $ids)
-  AND ($f.memory_types IS NULL OR m.memory_type IN $f.memory_types)
+_BY_IDS = "UNWIND $ids AS id MATCH (m:MemoryItem {user_name: $tenant, id: id})"
+_BY_TENANT = "MATCH (m:MemoryItem {user_name: $tenant})"
+_FILTER_AND_TWINS = """
+WHERE ($f.memory_types IS NULL OR m.memory_type IN $f.memory_types)
   AND ($f.statuses IS NULL OR m.status IN $f.statuses)
   AND ($f.tags IS NULL OR any(tag IN coalesce(m.tags, []) WHERE tag IN $f.tags))
   AND ($f.key IS NULL OR m.key = $f.key)
@@ -68,6 +68,11 @@ WITH DISTINCT m
 """
 
 
+def _select(ids: list[str] | None) -> str:
+    """Seek by id through the constraint index when ids are given, else scan the tenant."""
+    return (_BY_IDS if ids is not None else _BY_TENANT) + _FILTER_AND_TWINS
+
+
 def soft_delete(tx: ManagedTransaction, tenant: str, ids: list[str] | None, where: MemoryFilter,
                 evolve_to: list[str], now: datetime, with_twins: bool = True) -> list[str]:
     """Mark matching memories ``deleted``, remembering status and evolve_to for :func:`undelete`.
@@ -76,7 +81,7 @@ def soft_delete(tx: ManagedTransaction, tenant: str, ids: list[str] | None, wher
     a deleted long-term memory does not live on as its working-memory copy.
     """
     result = tx.run(
-        _SELECT_MEMORIES + """
+        _select(ids) + """
         WHERE m.status <> $deleted
         SET m.deleted_previous_status = m.status,
             m.deleted_previous_evolve_to = coalesce(m.evolve_to, []),
@@ -95,7 +100,7 @@ def undelete(tx: ManagedTransaction, tenant: str, ids: list[str] | None, where: 
              with_twins: bool = True) -> list[str]:
     """Bring soft-deleted memories back exactly as they were (status, evolve_to)."""
     result = tx.run(
-        _SELECT_MEMORIES + """
+        _select(ids) + """
         WHERE m.status = $deleted
         SET m.status = coalesce(m.deleted_previous_status, $activated),
             m.evolve_to = coalesce(m.deleted_previous_evolve_to, m.evolve_to)
@@ -221,7 +226,7 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
     a repeated restore creates nothing. Returns (rows whose two ends were found, created).
     """
     typ = quote_name(rel_type)
-    record = tx.run(
+    result = tx.run(
         f"""
         UNWIND $rows AS row
         MATCH (a:{quote_name(start_label)} {{user_name: $tenant, id: row.start}})
@@ -248,8 +253,8 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
         """,
         tenant=tenant, rows=rows,
     )
-    matched = record.single()["matched"]
-    return matched, record.consume().counters.relationships_created
+    matched = result.single(strict=True)["matched"]
+    return matched, result.consume().counters.relationships_created
 
 
 def delete_nodes(tx: ManagedTransaction, tenant: str, label: str, ids: list[str]) -> int:
