@@ -31,13 +31,15 @@ neo4j-status:
 	$(PY) -m mem_resources.local_neo4j status
 
 demo: neo4j-up
-	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} $(VENV)/bin/memtend tend
+	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
+	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} $(VENV)/bin/memtend tend
 
 test: setup
 	$(PY) -m pytest
 
 ui: neo4j-up
-	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} $(VENV)/bin/dagster dev -w workspace.yaml
+	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
+	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} $(VENV)/bin/dagster dev -w workspace.yaml
 
 bench: neo4j-up
 	for b in bench/*_bench.py; do $(PY) $$b || exit 1; done

@@ -41,6 +41,8 @@ def tend(tenants: list[str] = typer.Argument(None, help="Tenants to run; default
             failed.append(tenant)
     for tenant in chosen:
         inspect(tenant)
+    typer.echo("\nSee the runs, lineage and per-tenant metadata in the Dagster UI: `make ui`, then "
+               "http://127.0.0.1:3000 (Assets). Quarantined lines: " + inbox.quarantine_dir)
     if failed:
         raise typer.Exit(1)
 

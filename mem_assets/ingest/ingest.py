@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
 
+from neo4j import ManagedTransaction
+
 from mem_assets.ingest.nodes import PlannedMemory, build_nodes, plan
 from mem_assets.ingest.parsing import ParsedLine, parse_lines
 from mem_resources.embedder import EmbedderResource
@@ -63,9 +65,16 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
     )
 
 
+def _write_and_trim(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem],
+                    working_memory_capacity: int, now: datetime) -> tuple[int, int]:
+    """One transaction per chunk: working memory never exceeds capacity + one chunk."""
+    created = memories.write_memories(tx, tenant, nodes)
+    return created, memories.trim_working_memory(tx, tenant, working_memory_capacity, now)
+
+
 def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResource,
                 inbox: InboxResource, batch_size: int, max_chars: int,
-                report: IngestReport, now: datetime) -> None:
+                working_memory_capacity: int, report: IngestReport, now: datetime) -> None:
     """Chunk k+1 is prepared (parse, existence check, embedding) while chunk k is written."""
     tenant = file.tenant
     lines = parse_lines(file.path, max_chars)
@@ -84,8 +93,10 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
             if not chunk.fresh:
                 continue
             with neo4j.session() as session:
-                report.nodes_created += session.execute_write(
-                    memories.write_memories, tenant, chunk.nodes)
+                created, trimmed = session.execute_write(
+                    _write_and_trim, tenant, chunk.nodes, working_memory_capacity, now)
+            report.nodes_created += created
+            report.working_trimmed += trimmed
             report.new += len(chunk.fresh)
             room = max(PREVIEW_ROWS - len(report.preview), 0)
             report.preview.extend(
@@ -109,7 +120,8 @@ def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
             report.files_already_ingested.append(file.path.name)
             continue
         before = (report.accepted, report.rejected, report.new)
-        ingest_file(file, neo4j, embedder, inbox, batch_size, max_chars, report, now)
+        ingest_file(file, neo4j, embedder, inbox, batch_size, max_chars,
+                    working_memory_capacity, report, now)
         with neo4j.session() as session:
             session.execute_write(memories.record_ingested_file, tenant, {
                 "sha256": sha, "path": str(file.path), "name": file.path.name,
@@ -118,8 +130,4 @@ def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
             })
         done.add(sha)
         report.files_ingested.append(file.path.name)
-    if report.new:
-        with neo4j.session() as session:
-            report.working_trimmed = session.execute_write(
-                memories.trim_working_memory, tenant, working_memory_capacity, now)
     return report

@@ -1,0 +1,104 @@
+import json
+import os
+
+import dagster as dg
+from pydantic import Field
+
+from mem_assets.context_graph import schema_doc
+from mem_assets.context_graph.ingest import ingest_context, load_config
+from mem_assets.ingest.assets import memory_items
+from mem_assets.partitions import tenant_partitions
+from mem_resources.embedder import EmbedderResource
+from mem_resources.inbox import InboxResource
+from mem_resources.neo4j_resource import Neo4jResource
+
+SCHEMA_CHECK = "matches_reference_schema"
+
+
+class ContextGraphConfig(dg.Config):
+    config_file: str = Field(default="", description=(
+        "Per-tenant context config (JSON: user/agent ids, characters, scene, single-valued "
+        "predicates); empty: $MEMTEND_CONTEXT_CONFIG, else records must carry their own ids."))
+    batch_size: int = Field(default=2000, ge=1, description="Records per write transaction.")
+    working_memory_capacity: int = Field(default=20, ge=0,
+                                         description="Activated WorkingMemory nodes kept per tenant.")
+
+
+class GraphSchemaConfig(dg.Config):
+    reference_file: str = Field(default="", description="Reference schema JSON; empty: the shipped one.")
+
+
+def _markdown_table(rows: list[dict[str, str]], columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(row[c]).replace("|", "\\|") for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+@dg.asset(
+    partitions_def=tenant_partitions,
+    kinds={"neo4j", "python"},
+    group_name="context",
+)
+def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig, neo4j: Neo4jResource,
+                  embedder: EmbedderResource, inbox: InboxResource) -> dg.MaterializeResult:
+    """Seed 002's context graph: realtime/offline records as memories with characters, scenes,
+    conversations and claims (older single-valued claims superseded)."""
+    tenant = context.partition_key
+    settings = load_config(config.config_file or os.environ.get("MEMTEND_CONTEXT_CONFIG"))
+    report = ingest_context(tenant, neo4j, embedder, inbox, settings, config.batch_size,
+                            config.working_memory_capacity)
+    if report.rejected:
+        context.log.warning(f"{report.rejected} records quarantined in {inbox.quarantine_path(tenant)}")
+    superseded = [{"superseded": old, "by": new} for old, new in report.superseded]
+    return dg.MaterializeResult(metadata={
+        "files_ingested": len(report.files_ingested),
+        "files_already_ingested": len(report.files_already_ingested),
+        "accepted": report.accepted,
+        "rejected": report.rejected,
+        "new_memories": report.new_memories,
+        "nodes_created": report.nodes_created,
+        "claims": report.claims,
+        "claims_superseded": len(report.superseded),
+        "working_memory_archived": report.working_trimmed,
+        "rejections_by_kind": dict(report.rejection_kinds),
+        "preview": dg.MetadataValue.md(_markdown_table(report.preview, ["id", "memory"])),
+        "superseded": dg.MetadataValue.md(_markdown_table(superseded, ["superseded", "by"])),
+    })
+
+
+@dg.asset(
+    partitions_def=tenant_partitions,
+    deps=[memory_items, context_graph],
+    kinds={"neo4j", "python"},
+    group_name="context",
+    check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset="graph_schema",
+                                   description="No breaking difference from the reference schema.")],
+)
+def graph_schema(context: dg.AssetExecutionContext, config: GraphSchemaConfig,
+                 neo4j: Neo4jResource) -> dg.MaterializeResult:
+    """The tenant's live graph schema (node types, properties, relationships), diffed against
+    the reference so that realtime and offline writers stay compatible."""
+    tenant = context.partition_key
+    document = schema_doc.export_document(neo4j, tenant)
+    reference = schema_doc.load_document(config.reference_file or schema_doc.REFERENCE_PATH)
+    differences = schema_doc.diff(reference, document)
+    broken = schema_doc.breaking(differences)
+    diff_md = schema_doc.render_diff_markdown(differences, "reference", f"tenant {tenant}")
+    return dg.MaterializeResult(
+        metadata={
+            "node_types": len(document.node_types),
+            "relationship_types": len({r.type for r in document.relationship_types}),
+            "nodes": sum(n.count for n in document.node_types),
+            "breaking_differences": len(broken),
+            "expected_differences": len(differences) - len(broken),
+            "schema": dg.MetadataValue.md(schema_doc.render_markdown(document)),
+            "diff": dg.MetadataValue.md(diff_md),
+            "schema_json": dg.MetadataValue.json(json.loads(document.model_dump_json())),
+        },
+        check_results=[dg.AssetCheckResult(
+            check_name=SCHEMA_CHECK,
+            passed=not broken,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"breaking": len(broken), "differences": dg.MetadataValue.md(diff_md)},
+        )],
+    )

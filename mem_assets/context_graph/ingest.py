@@ -1,0 +1,190 @@
+"""Stream a tenant's context records (``<inbox>/<tenant>/context/*.jsonl``) into the graph.
+
+Memories go through the same planning, embedding and writer as plain memory items (dual write
+included); the records' characters, conversations, scenes and claims attach to those nodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import islice
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from mem_assets.ingest.nodes import build_nodes, plan
+from mem_assets.ingest.parsing import RAW_PREVIEW_CHARS, MemoryItemIn
+from mem_resources.context_model import (
+    ContextConfig, ContextError, ContextRecord, ContextRows, Role, TenantContext, add_record, owner_role,
+)
+from mem_resources.embedder import EmbedderResource
+from mem_resources.graph import context, memories
+from mem_resources.inbox import InboxFile, InboxResource, Rejection
+from mem_resources.memory_model import SourceMessage, utc_now
+from mem_resources.neo4j_resource import Neo4jResource
+
+CONTEXT_FOLDER = "context"
+PREVIEW_ROWS = 10
+
+
+@dataclass(frozen=True)
+class ParsedRecord:
+    line: int
+    record: ContextRecord
+
+
+@dataclass
+class ContextIngestReport:
+    files_ingested: list[str] = field(default_factory=list)
+    files_already_ingested: list[str] = field(default_factory=list)
+    accepted: int = 0
+    rejected: int = 0
+    new_memories: int = 0
+    nodes_created: int = 0
+    claims: int = 0
+    superseded: list[tuple[str, str]] = field(default_factory=list)
+    working_trimmed: int = 0
+    rejection_kinds: Counter[str] = field(default_factory=Counter)
+    preview: list[dict[str, str]] = field(default_factory=list)
+
+
+def load_config(path: str | None) -> ContextConfig:
+    """The per-tenant context config (JSON); no file means records must carry their own ids."""
+    if not path:
+        return ContextConfig()
+    return ContextConfig.model_validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+def context_files(inbox: InboxResource, tenant: str) -> list[InboxFile]:
+    folder = Path(inbox.root) / tenant / CONTEXT_FOLDER
+    found = []
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        stat = path.stat()
+        found.append(InboxFile(tenant, path, stat.st_size, stat.st_mtime_ns))
+    return found
+
+
+def ledger_key(sha256: str) -> str:
+    """Ledger key of a context file, distinct from the same bytes dropped as plain memories."""
+    return hashlib.sha256(f"context\x1f{sha256}".encode()).hexdigest()
+
+
+def _reason(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}"
+                     for e in exc.errors(include_url=False))
+
+
+def parse_records(path: Path) -> Iterator[ParsedRecord | Rejection]:
+    """Validate a JSONL file line by line; a bad line becomes a rejection with its reason."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            preview = raw[:RAW_PREVIEW_CHARS].decode("utf-8", errors="replace").rstrip("\n")
+            try:
+                payload = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield Rejection(path.name, number, "invalid_utf8", f"invalid UTF-8 at byte {exc.start}", preview)
+                continue
+            except json.JSONDecodeError as exc:
+                yield Rejection(path.name, number, "not_json", f"not JSON: {exc.msg} (column {exc.colno})", preview)
+                continue
+            try:
+                yield ParsedRecord(number, ContextRecord.model_validate(payload))
+            except ValidationError as exc:
+                yield Rejection(path.name, number, "invalid_fields", _reason(exc), preview)
+
+
+def memory_input(record: ContextRecord) -> MemoryItemIn:
+    """The plain memory item a record carries: same text and type, so the same node id."""
+    role = owner_role(record.memory)
+    return MemoryItemIn(
+        memory=record.memory, memory_type=record.memory_type, tags=["context", role.value],
+        created_at=record.created_at,
+        sources=[SourceMessage(type="chat", role="user" if role is Role.USER else "assistant",
+                               content=record.memory, chat_time=record.created_at.isoformat())],
+    )
+
+
+def write_batch(tenant: str, records: list[ParsedRecord], file_name: str, profile: TenantContext,
+                neo4j: Neo4jResource, embedder: EmbedderResource, report: ContextIngestReport,
+                now: datetime) -> list[Rejection]:
+    """Write one batch in one transaction; records the tenant config cannot place are returned."""
+    rows = ContextRows()
+    placed: list[ContextRecord] = []
+    rejections: list[Rejection] = []
+    for parsed in records:
+        try:
+            add_record(rows, tenant, parsed.record, profile, now)
+        except ContextError as exc:
+            rejections.append(Rejection(file_name, parsed.line, "no_context", str(exc),
+                                        parsed.record.model_dump_json()[:RAW_PREVIEW_CHARS]))
+            continue
+        placed.append(parsed.record)
+    if not placed:
+        return rejections
+    planned = plan(tenant, [memory_input(record) for record in placed])
+    with neo4j.session() as session:
+        present = session.execute_read(memories.existing_ids, tenant, [p.node_id for p in planned])
+        fresh = [p for p in planned if p.node_id not in present]
+        vectors = embedder.embed([p.item.memory for p in fresh])
+        nodes = build_nodes(tenant, fresh, vectors, now)
+        summary = context.write_context(session, tenant, nodes, rows,
+                                        profile.single_valued_predicates, now)
+    report.accepted += len(placed)
+    report.new_memories += len(fresh)
+    report.nodes_created += summary.nodes_created
+    report.claims += summary.claims
+    report.superseded.extend(summary.superseded)
+    room = PREVIEW_ROWS - len(report.preview)
+    report.preview.extend({"id": p.node_id, "memory": p.item.memory[:120]} for p in fresh[:max(room, 0)])
+    return rejections
+
+
+def _chunks(entries: Iterator[ParsedRecord | Rejection], size: int) -> Iterator[list[ParsedRecord | Rejection]]:
+    while chunk := list(islice(entries, size)):
+        yield chunk
+
+
+def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
+                   inbox: InboxResource, config: ContextConfig, batch_size: int,
+                   working_memory_capacity: int) -> ContextIngestReport:
+    """Ingest every context file of ``tenant`` not yet in the ledger; each is recorded once done."""
+    report = ContextIngestReport()
+    profile = config.for_tenant(tenant)
+    now = utc_now()
+    with neo4j.session() as session:
+        done = session.execute_read(memories.ingested_file_hashes, tenant)
+    for file in context_files(inbox, tenant):
+        sha = file.sha256()
+        key = ledger_key(sha)
+        if key in done:
+            report.files_already_ingested.append(file.path.name)
+            continue
+        before = (report.accepted, report.rejected, report.new_memories)
+        for chunk in _chunks(parse_records(file.path), batch_size):
+            parsed = [entry for entry in chunk if isinstance(entry, ParsedRecord)]
+            rejections = [entry for entry in chunk if isinstance(entry, Rejection)]
+            rejections += write_batch(tenant, parsed, file.path.name, profile, neo4j, embedder, report, now)
+            if rejections:
+                inbox.quarantine(tenant, rejections)
+                report.rejected += len(rejections)
+                report.rejection_kinds.update(r.kind for r in rejections)
+        with neo4j.session() as session:
+            session.execute_write(memories.record_ingested_file, tenant, {
+                "sha256": key, "content_sha256": sha, "kind": "context", "path": str(file.path),
+                "name": file.path.name, "ingested_at": now, "accepted": report.accepted - before[0],
+                "rejected": report.rejected - before[1], "new": report.new_memories - before[2],
+            })
+        done.add(key)
+        report.files_ingested.append(file.path.name)
+    if report.new_memories:
+        with neo4j.session() as session:
+            report.working_trimmed = session.execute_write(
+                memories.trim_working_memory, tenant, working_memory_capacity, now)
+    return report

@@ -1,0 +1,171 @@
+"""Cypher writer for seed 002's conversational context graph.
+
+Every metadata node is MERGEd on ``(user_name, id)`` — the key of the per-label uniqueness
+constraints in ``schema.py`` — so a realtime writer and an offline import, even running at once,
+meet on the same Character, Conversation and Scene nodes. Edges are MERGEd with the seed's fixed
+directions. Memory nodes are written by the memtend memory writer (``graph.memories``), so they
+are the same nodes dedup and reorganization work on; this module adds seed 002's properties and
+the context edges. A memory that dedup already merged away hands its new context edges to its
+``MERGED_TO`` successor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from neo4j import ManagedTransaction, Session
+
+from mem_resources.context_model import ACTIVE, SUPERSEDED, ContextRows
+from mem_resources.graph import memories
+from mem_resources.memory_model import MemoryItem
+
+_MERGE_CHARACTERS = """
+UNWIND $rows AS row
+MERGE (c:Character {user_name: $tenant, id: row.id})
+SET c.character_id = row.character_id, c.name = row.name, c.display = row.display
+"""
+
+_MERGE_USERS = """
+UNWIND $rows AS row
+MERGE (u:User {user_name: $tenant, id: row.id})
+SET u.user_id = row.user_id, u.name = row.name, u.display = row.display
+"""
+
+_MERGE_AGENTS = """
+UNWIND $rows AS row
+MERGE (a:Agent {user_name: $tenant, id: row.id})
+SET a.agent_id = row.agent_id, a.name = row.name, a.display = row.display
+WITH a, row
+MATCH (c:Character {user_name: $tenant, id: row.character})
+MERGE (a)-[:ACTOR]->(c)
+"""
+
+_MERGE_SCENES = """
+UNWIND $rows AS row
+MERGE (s:Scene {user_name: $tenant, id: row.id})
+SET s.scene_id = row.scene_id, s.name = row.name, s.display = row.display
+"""
+
+_MERGE_CONVERSATIONS = """
+UNWIND $rows AS row
+MERGE (c:Conversation {user_name: $tenant, id: row.id})
+SET c.conv_id = row.conv_id, c.name = row.name, c.display = row.display
+"""
+
+_MERGE_MEMORIES = """
+UNWIND $rows AS row
+MATCH (m:MemoryItem {user_name: $tenant, id: row.id})
+SET m.point_id = coalesce(m.point_id, row.point_id),
+    m.isolation = coalesce(m.isolation, row.isolation),
+    m.collection = coalesce(m.collection, row.collection),
+    m.exported_at = coalesce(m.exported_at, row.exported_at)
+WITH m, row
+OPTIONAL MATCH (m)-[:MERGED_TO*1..20]->(survivor:MemoryItem {user_name: $tenant})
+WHERE NOT (survivor)-[:MERGED_TO]->()
+WITH coalesce(survivor, m) AS m, row
+MATCH (owner:Character {user_name: $tenant, id: row.owner})
+MATCH (scene:Scene {user_name: $tenant, id: row.scene})
+MATCH (conv:Conversation {user_name: $tenant, id: row.conversation})
+MERGE (owner)-[:OWNS_MEMORY]->(m)
+MERGE (m)-[:IN_SCENE]->(scene)
+MERGE (m)-[:HAS_CHARACTER]->(owner)
+MERGE (m)-[:FROM_CONV]->(conv)
+MERGE (conv)-[:CONV_IN_SCENE]->(scene)
+MERGE (conv)-[:CONV_HAS_CHARACTER]->(owner)
+RETURN count(*) AS written
+"""
+
+_MERGE_CLAIMS = """
+UNWIND $rows AS row
+MATCH (ch:Character {user_name: $tenant, id: row.character})
+MERGE (d:Domain {user_name: $tenant, id: row.domain_id})
+ON CREATE SET d += row.domain
+MERGE (ch)-[:HAS_DOMAIN]->(d)
+MERGE (p:Predicate {user_name: $tenant, id: row.predicate_id})
+ON CREATE SET p += row.predicate
+MERGE (d)-[:HAS_PREDICATE]->(p)
+MERGE (c:Claim {user_name: $tenant, id: row.id})
+ON CREATE SET c += row.props
+ON MATCH SET c += CASE WHEN row.props.observed_at > c.observed_at
+                       THEN {status: row.props.status, confidence: row.props.confidence,
+                             observed_at: row.props.observed_at,
+                             superseded_by: null, superseded_at: null}
+                       ELSE {} END
+MERGE (p)-[:HAS_CLAIM]->(c)
+WITH c, row
+MATCH (m:MemoryItem {user_name: $tenant, id: row.memory})
+OPTIONAL MATCH (m)-[:MERGED_TO*1..20]->(survivor:MemoryItem {user_name: $tenant})
+WHERE NOT (survivor)-[:MERGED_TO]->()
+WITH c, row, coalesce(survivor, m) AS m
+MERGE (c)-[:EVIDENCED_BY]->(m)
+WITH c, row WHERE row.topic IS NOT NULL
+MERGE (t:Topic {user_name: $tenant, id: row.topic.id})
+ON CREATE SET t.topic = row.topic.topic, t.name = row.topic.name, t.display = row.topic.display
+MERGE (c)-[:ABOUT]->(t)
+"""
+
+_SUPERSEDE_CONFLICTS = """
+UNWIND $predicate_ids AS predicate_id
+MATCH (p:Predicate {user_name: $tenant, id: predicate_id})
+WHERE p.predicate IN $single_valued
+MATCH (p)-[:HAS_CLAIM]->(c:Claim {status: $active})
+WITH p, c ORDER BY c.observed_at DESC, c.id DESC
+WITH p, collect(c) AS claims
+WHERE size(claims) > 1
+WITH head(claims) AS winner, tail(claims) AS older
+UNWIND older AS loser
+SET loser.status = $superseded, loser.superseded_by = winner.id, loser.superseded_at = $now
+RETURN loser.id AS superseded, winner.id AS winner
+"""
+
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    nodes_created: int
+    memories: int
+    claims: int
+    superseded: list[tuple[str, str]]
+
+
+def supersede_conflicting_claims(tx: ManagedTransaction, tenant: str, predicate_ids: list[str],
+                                 single_valued: list[str], now: datetime) -> list[tuple[str, str]]:
+    """For single-valued predicates, the newest active claim wins; older ones become superseded.
+
+    Claims under one Predicate node share character, domain and predicate; a different object is
+    a different Claim. Superseded claims keep their EVIDENCED_BY edges (nothing is deleted).
+    Returns ``(superseded, winner)`` id pairs.
+    """
+    if not predicate_ids or not single_valued:
+        return []
+    result = tx.run(_SUPERSEDE_CONFLICTS, tenant=tenant, predicate_ids=predicate_ids,
+                    single_valued=single_valued, active=ACTIVE, superseded=SUPERSEDED, now=now)
+    return [(record["superseded"], record["winner"]) for record in result]
+
+
+def _write(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem], rows: ContextRows,
+           single_valued: list[str], now: datetime) -> WriteSummary:
+    created = memories.write_memories(tx, tenant, nodes) if nodes else 0
+    for query, family in (
+        (_MERGE_CHARACTERS, rows.characters), (_MERGE_USERS, rows.users),
+        (_MERGE_AGENTS, rows.agents), (_MERGE_SCENES, rows.scenes),
+        (_MERGE_CONVERSATIONS, rows.conversations),
+    ):
+        tx.run(query, tenant=tenant, rows=[family[key] for key in sorted(family)]).consume()
+    written = tx.run(_MERGE_MEMORIES, tenant=tenant, rows=rows.memory_rows()).single(strict=True)["written"]
+    claims = sorted(rows.claims, key=lambda claim: (claim["predicate_id"], claim["id"]))
+    tx.run(_MERGE_CLAIMS, tenant=tenant, rows=claims).consume()
+    superseded = supersede_conflicting_claims(tx, tenant, rows.predicate_ids, single_valued, now)
+    return WriteSummary(nodes_created=created, memories=written, claims=len(rows.claims),
+                        superseded=superseded)
+
+
+def write_context(session: Session, tenant: str, nodes: list[MemoryItem], rows: ContextRows,
+                  single_valued: list[str], now: datetime) -> WriteSummary:
+    """Write one batch in one transaction (retried on deadlocks with concurrent writers).
+
+    ``nodes`` are the batch's memories not yet in the graph, written through the memtend memory
+    writer (long-term node and working-memory twin); the context then attaches to them.
+    """
+    return session.execute_write(_write, tenant, nodes, rows, single_valued, now)

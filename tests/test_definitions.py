@@ -1,0 +1,34 @@
+"""The code location loads, and workspace.yaml, pyproject and dagster.yaml agree with it."""
+
+import tomllib
+from pathlib import Path
+
+import dagster as dg
+import yaml
+
+from mem_assets.definitions import defs, tenant_pipeline
+from mem_assets.partitions import tenant_partitions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_definitions_load_and_name_the_code_location_consistently():
+    dg.Definitions.validate_loadable(defs)
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dagster"]
+    [entry] = yaml.safe_load((ROOT / "workspace.yaml").read_text())["load_from"]
+    assert entry["python_module"] == {"module_name": tool["module_name"],
+                                      "location_name": tool["code_location_name"]}
+    assert tool["module_name"] == "mem_assets.definitions"
+
+
+def test_every_tenant_stage_is_partitioned_by_tenant():
+    assert all(asset.partitions_def == tenant_partitions for asset in tenant_pipeline)
+    job = defs.resolve_job_def("tend_memory")
+    assert job.partitions_def == tenant_partitions
+
+
+def test_instance_config_limits_each_tenant_to_one_run_at_a_time():
+    limits = yaml.safe_load((ROOT / "dagster.yaml").read_text())["concurrency"]["runs"][
+        "tag_concurrency_limits"]
+    assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True},
+            "limit": 1} in limits
