@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from mem_assets.lifecycle import archive
@@ -17,6 +18,7 @@ from mem_assets.lifecycle.operations import (
     restore_tenant,
 )
 from mem_resources.neo4j_resource import Neo4jResource
+from tests.support.context_sample import load_sample
 from tests.support.lifecycle import counts, graph_digest, seed_tenant
 
 
@@ -197,3 +199,21 @@ def test_drop_refuses_cross_tenant_relationships(neo4j: Neo4jResource, twins: tu
         drop_tenant(neo4j, tmp_path, tenant, keep_last=2)
     assert counts(neo4j, tenant) == before
     assert len(archive.list_backups(tmp_path, tenant)) == 1
+
+
+def test_round_trip_of_a_tenant_built_by_the_real_pipeline(
+        neo4j: Neo4jResource, tenant: str, tmp_path: Path):
+    """Ingest + context graph (seed 002 node types and edges) through Dagster, then drop/restore."""
+    with dg.instance_for_test() as instance:
+        assert load_sample(neo4j, tenant, instance, tmp_path).success
+    before = graph_digest(neo4j, tenant)
+    nodes, rels = counts(neo4j, tenant)
+    assert rels > 0
+
+    dropped = drop_tenant(neo4j, tmp_path / "backups", tenant, keep_last=2)
+    assert dropped.nodes_deleted == nodes
+    assert set(dropped.backup.manifest.counts.labels) >= {"Character", "Claim", "Conversation",
+                                                         "IngestedFile", "MemoryItem", "Scene"}
+    restored = restore_tenant(neo4j, tmp_path / "backups", tenant)
+    assert (restored.nodes, restored.relationships) == (nodes, rels)
+    assert graph_digest(neo4j, tenant) == before
