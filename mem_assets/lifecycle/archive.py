@@ -88,8 +88,9 @@ class _LineWriter:
 
     def __init__(self, path: Path, compresslevel: int) -> None:
         self.name = path.name
-        self._raw = gzip.open(path, "wb", compresslevel=compresslevel)
-        self._text = io.TextIOWrapper(self._raw, encoding="utf-8", newline="\n")
+        self._file = path.open("wb")
+        self._gzip = gzip.GzipFile(fileobj=self._file, mode="wb", compresslevel=compresslevel)
+        self._text = io.TextIOWrapper(self._gzip, encoding="utf-8", newline="\n")
         self._digest = hashlib.sha256()
         self.lines = 0
 
@@ -99,11 +100,16 @@ class _LineWriter:
         self.lines += 1
 
     def close(self) -> FileEntry:
+        """Finish the gzip stream and make it durable before anything refers to it."""
         self._text.close()
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
         return FileEntry(name=self.name, lines=self.lines, sha256=self._digest.hexdigest())
 
     def abort(self) -> None:
         self._text.close()
+        self._file.close()
 
 
 @dataclass
@@ -168,6 +174,7 @@ class BackupWriter:
         )
         _write_durably(self.partial_path / MANIFEST, manifest.model_dump_json(indent=2) + "\n")
         os.replace(self.partial_path, self.final_path)
+        _fsync_dir(self.final_path.parent)
         self._committed = True
         return manifest
 
@@ -183,6 +190,15 @@ def _write_durably(path: Path, text: str) -> None:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Persist a rename: a drop deletes graph data right after a backup is published."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 # --- reading -----------------------------------------------------------------------------------
