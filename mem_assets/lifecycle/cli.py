@@ -116,8 +116,10 @@ def restore(tenant: str, backup_id: Annotated[str | None, typer.Option(help="Def
 
 
 @app.command()
-def drop(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST, backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR),
-         yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False) -> None:
+def drop(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
+         backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR),
+         yes: Annotated[bool, typer.Option("--yes", help="Don't ask for confirmation.")] = False,
+         ) -> None:
     """Back up the tenant, delete its whole graph in batches, remove its partition."""
     if not yes:
         typer.confirm(f"Drop every node of {tenant!r} (after a backup)?", abort=True)

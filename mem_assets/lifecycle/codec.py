@@ -45,6 +45,10 @@ def _time_parts(value: DateTime | Time) -> list[int]:
     return [value.hour, value.minute, int(value.second), value.nanosecond]
 
 
+def _date_time_parts(value: DateTime) -> list[int]:
+    return [value.year, value.month, value.day, *_time_parts(value)]
+
+
 def encode_value(value: Any) -> Any:
     """A JSON-ready form of one property value (lists element by element)."""
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -55,13 +59,11 @@ def encode_value(value: Any) -> Any:
         return [encode_value(item) for item in value]
     if isinstance(value, DateTime):
         if value.tzinfo is None:
-            return {TAG: "localdatetime", "v": [value.year, value.month, value.day, *_time_parts(value)]}
+            return {TAG: "localdatetime", "v": _date_time_parts(value)}
         zone = _zone_name(value.tzinfo)
         if zone is not None:
-            utc = value.astimezone(pytz.UTC)
-            return {TAG: "datetime", "utc": [utc.year, utc.month, utc.day, *_time_parts(utc)], "zone": zone}
-        return {TAG: "datetime", "v": [value.year, value.month, value.day, *_time_parts(value)],
-                "offset": _offset_seconds(value)}
+            return {TAG: "datetime", "utc": _date_time_parts(value.astimezone(pytz.UTC)), "zone": zone}
+        return {TAG: "datetime", "v": _date_time_parts(value), "offset": _offset_seconds(value)}
     if isinstance(value, Date):
         return {TAG: "date", "v": [value.year, value.month, value.day]}
     if isinstance(value, Time):

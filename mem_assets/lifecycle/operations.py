@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import groupby, islice
 from pathlib import Path
 from typing import Any, TypeVar
 
-from neo4j import ManagedTransaction
+from neo4j import ManagedTransaction, Session
 
 from mem_assets.lifecycle.archive import (
     NODES,
@@ -69,14 +70,43 @@ class DropResult:
     deleted_by_label: dict[str, int] = field(default_factory=dict)
 
 
-def _read_page(tx: ManagedTransaction, tenant: str, label: str, after: str,
-               limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    page = graph.node_page(tx, tenant, label, after, limit)
-    ids = [node["id"] for node in page]
+def prefetched(items: Iterator[T]) -> Iterator[T]:
+    """Yield ``items`` while a worker thread already produces the next one (one in flight), so
+    Neo4j reads or writes while Python encodes or decodes; memory holds at most two items."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lifecycle-prefetch") as pool:
+        pending = pool.submit(next, items, None)
+        while (item := pending.result()) is not None:
+            pending = pool.submit(next, items, None)
+            yield item
+
+
+@dataclass(frozen=True)
+class _Page:
+    label: str
+    nodes: list[dict[str, Any]]
+    relationships: list[dict[str, Any]]
+    external: int
+
+
+def _read_page(tx: ManagedTransaction, tenant: str, label: str, after: str, limit: int) -> _Page:
+    nodes = graph.node_page(tx, tenant, label, after, limit)
+    ids = [node["id"] for node in nodes]
     if not ids:
-        return page, [], 0
-    return (page, graph.outgoing_relationships(tx, tenant, label, ids),
-            graph.external_relationships(tx, tenant, label, ids))
+        return _Page(label, nodes, [], 0)
+    return _Page(label, nodes, graph.outgoing_relationships(tx, tenant, label, ids),
+                 graph.external_relationships(tx, tenant, label, ids))
+
+
+def _pages(session: Session, tenant: str, page_size: int) -> Iterator[_Page]:
+    """Keyset pages of each key label in id order, with their outgoing relationships."""
+    for label in graph.KEY_LABELS:
+        after = ""
+        while True:
+            page = session.execute_read(_read_page, tenant, label, after, page_size)
+            yield page
+            if len(page.nodes) < page_size:
+                break
+            after = page.nodes[-1]["id"]
 
 
 def _rel_group(rel: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -100,22 +130,15 @@ def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
                 "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/graph/schema.py."
             )
         with BackupWriter(root, tenant, compresslevel=compresslevel) as writer:
-            for label in graph.KEY_LABELS:
-                after = ""
-                while True:
-                    page, rels, external = session.execute_read(
-                        _read_page, tenant, label, after, page_size)
-                    for node in page:
-                        writer.write_node(node["id"], node["labels"], label,
-                                          encode_properties(node["props"]))
-                    rels.sort(key=_rel_group)
-                    for (start, rel_type, end_key, end), group in groupby(rels, key=_rel_group):
-                        writer.write_relationships(label, start, rel_type, end_key, end,
-                                                   [encode_properties(r["props"]) for r in group])
-                    writer.external_relationships += external
-                    if len(page) < page_size:
-                        break
-                    after = page[-1]["id"]
+            for page in prefetched(_pages(session, tenant, page_size)):
+                for node in page.nodes:
+                    writer.write_node(node["id"], node["labels"], page.label,
+                                      encode_properties(node["props"]))
+                rels = sorted(page.relationships, key=_rel_group)
+                for (start, rel_type, end_key, end), group in groupby(rels, key=_rel_group):
+                    writer.write_relationships(page.label, start, rel_type, end_key, end,
+                                               [encode_properties(r["props"]) for r in group])
+                writer.external_relationships += page.external
             manifest = writer.commit()
     rotated = rotate(root, tenant, keep_last)
     return BackupResult(writer.final_path, manifest, rotated, time.perf_counter() - started)
@@ -130,6 +153,29 @@ def open_verified(root: Path, tenant: str, backup_id: str | None) -> BackupReade
     return reader
 
 
+def _node_batches(reader: BackupReader, size: int) -> Iterator[dict[str, list[dict[str, Any]]]]:
+    """Decoded node rows, ``size`` lines at a time, grouped by key label."""
+    for chunk in chunks(reader.records(NODES), size):
+        by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for node in chunk:
+            by_key[node["key"]].append({"id": node["id"], "labels": node["labels"],
+                                        "props": decode_properties(node["props"])})
+        yield by_key
+
+
+def _relationship_batches(reader: BackupReader,
+                          size: int) -> Iterator[dict[tuple[str, str, str], list[dict[str, Any]]]]:
+    """Decoded relationship rows grouped by (start key label, type, end key label)."""
+    for chunk in chunks(reader.records(RELATIONSHIPS), size):
+        groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        for rel in chunk:
+            groups[rel["start_key"], rel["type"], rel["end_key"]].append({
+                "start": rel["start"], "end": rel["end"],
+                "props": [decode_properties(props) for props in rel["props"]],
+            })
+        yield groups
+
+
 def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str | None = None,
                    batch_size: int = 500) -> RestoreResult:
     """Verify the backup, then MERGE its nodes and relationships back in batches (idempotent)."""
@@ -138,22 +184,12 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
     neo4j.ensure_schema()
     with neo4j.session() as session:
-        for chunk in chunks(reader.records(NODES), batch_size):
-            by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for node in chunk:
-                by_key[node["key"]].append({"id": node["id"], "labels": node["labels"],
-                                            "props": decode_properties(node["props"])})
-            for key, rows in by_key.items():
+        for node_batch in prefetched(_node_batches(reader, batch_size)):
+            for key, rows in node_batch.items():
                 result.nodes_created += session.execute_write(graph.merge_nodes, tenant, key, rows)
                 result.nodes += len(rows)
-        for chunk in chunks(reader.records(RELATIONSHIPS), batch_size):
-            groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-            for rel in chunk:
-                groups[rel["start_key"], rel["type"], rel["end_key"]].append({
-                    "start": rel["start"], "end": rel["end"],
-                    "props": [decode_properties(props) for props in rel["props"]],
-                })
-            for (start_key, rel_type, end_key), rows in groups.items():
+        for rel_batch in prefetched(_relationship_batches(reader, batch_size)):
+            for (start_key, rel_type, end_key), rows in rel_batch.items():
                 matched, created = session.execute_write(
                     graph.merge_relationships, tenant, start_key, rel_type, end_key, rows)
                 if matched != len(rows):

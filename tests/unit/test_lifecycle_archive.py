@@ -45,7 +45,8 @@ def test_same_content_gives_same_checksum_whenever_written(tmp_path: Path):
 def test_failure_midway_leaves_nothing_behind(tmp_path: Path):
     with pytest.raises(RuntimeError, match="boom"):
         with BackupWriter(tmp_path, "alice") as writer:
-            writer.write_node("mem:1", ["MemoryItem"], "MemoryItem", {"id": "mem:1", "user_name": "alice"})
+            writer.write_node("mem:1", ["MemoryItem"], "MemoryItem",
+                              {"id": "mem:1", "user_name": "alice"})
             raise RuntimeError("boom")
     assert archive.list_backups(tmp_path, "alice") == []
     assert list((tmp_path / "alice").iterdir()) == []
@@ -78,8 +79,8 @@ def test_verify_refuses_foreign_nodes_and_unknown_key_labels(tmp_path: Path):
 
 def test_refuses_other_format_versions_and_unsafe_tenant_names(tmp_path: Path):
     path = _write(tmp_path)
-    manifest = (path / archive.MANIFEST).read_text().replace('"format_version": 1', '"format_version": 9')
-    (path / archive.MANIFEST).write_text(manifest)
+    manifest = (path / archive.MANIFEST).read_text()
+    (path / archive.MANIFEST).write_text(manifest.replace('"format_version": 1', '"format_version": 9'))
     with pytest.raises(BackupError, match="format version 9"):
         BackupReader.open(path)
     for bad in ("../etc", "", ".hidden", "a/b"):

@@ -29,7 +29,8 @@ def test_zoned_datetime_keeps_zone_and_offset_datetime_keeps_offset():
     zoned = decode_value(encode_value(EXOTIC["when_zoned"]))
     assert zoned.tzinfo.zone == "Europe/Berlin" and zoned.nanosecond == 123456789
     offset = decode_value(encode_value(EXOTIC["when_offset"]))
-    assert offset.utcoffset().total_seconds() == -330 * 60 and getattr(offset.tzinfo, "zone", None) is None
+    assert offset.utcoffset().total_seconds() == -330 * 60
+    assert getattr(offset.tzinfo, "zone", None) is None
 
 
 def test_unknown_tags_and_unsupported_values_are_refused():
