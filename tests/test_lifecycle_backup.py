@@ -180,12 +180,14 @@ def test_drop_refuses_nodes_a_backup_could_not_restore(neo4j: Neo4jResource, ten
     with neo4j.session() as session:
         session.run("CREATE (:Stray {user_name: $t, id: 'stray:1'})", t=tenant).consume()
     before = counts(neo4j, tenant)
-    with pytest.raises(LifecycleError, match="1 nodes .* have no key label"):
-        drop_tenant(neo4j, tmp_path, tenant, keep_last=2)
-    assert counts(neo4j, tenant) == before
-    assert archive.list_backups(tmp_path, tenant) == []
-    with neo4j.session() as session:
-        session.run("MATCH (s:Stray {user_name: $t}) DELETE s", t=tenant).consume()
+    try:
+        with pytest.raises(LifecycleError, match="1 nodes .* have no key label"):
+            drop_tenant(neo4j, tmp_path, tenant, keep_last=2)
+        assert counts(neo4j, tenant) == before
+        assert archive.list_backups(tmp_path, tenant) == []
+    finally:
+        with neo4j.session() as session:
+            session.run("MATCH (s:Stray {user_name: $t}) DELETE s", t=tenant).consume()
 
 
 def test_drop_refuses_cross_tenant_relationships(neo4j: Neo4jResource, twins: tuple[str, str],
@@ -195,25 +197,12 @@ def test_drop_refuses_cross_tenant_relationships(neo4j: Neo4jResource, twins: tu
         session.run("MATCH (a:Character {user_name: $a}), (b:Character {user_name: $b}) "
                     "CREATE (b)-[:KNOWS]->(a)", a=tenant, b=other).consume()
     before = counts(neo4j, tenant)
-    with pytest.raises(LifecycleError, match="1 relationships to nodes outside"):
-        drop_tenant(neo4j, tmp_path, tenant, keep_last=2)
-    assert counts(neo4j, tenant) == before
-    assert len(archive.list_backups(tmp_path, tenant)) == 1
-
-
-def test_round_trip_of_a_tenant_built_by_the_real_pipeline(
-        neo4j: Neo4jResource, tenant: str, tmp_path: Path):
-    """Ingest + context graph (seed 002 node types and edges) through Dagster, then drop/restore."""
-    with dg.instance_for_test() as instance:
-        assert load_sample(neo4j, tenant, instance, tmp_path).success
-    before = graph_digest(neo4j, tenant)
-    nodes, rels = counts(neo4j, tenant)
-    assert rels > 0
-
-    dropped = drop_tenant(neo4j, tmp_path / "backups", tenant, keep_last=2)
-    assert dropped.nodes_deleted == nodes
-    assert set(dropped.backup.manifest.counts.labels) >= {"Character", "Claim", "Conversation",
-                                                         "IngestedFile", "MemoryItem", "Scene"}
-    restored = restore_tenant(neo4j, tmp_path / "backups", tenant)
-    assert (restored.nodes, restored.relationships) == (nodes, rels)
-    assert graph_digest(neo4j, tenant) == before
+    try:
+        with pytest.raises(LifecycleError, match="1 relationships to nodes outside"):
+            drop_tenant(neo4j, tmp_path, tenant, keep_last=2)
+        assert counts(neo4j, tenant) == before
+        assert len(archive.list_backups(tmp_path, tenant)) == 1
+    finally:  # other suites assert that no relationship anywhere crosses tenants
+        with neo4j.session() as session:
+            session.run("MATCH (:Character {user_name: $b})-[r:KNOWS]->(:Character {user_name: $a}) "
+                        "DELETE r", a=tenant, b=other).consume()
