@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import groupby, islice
@@ -70,16 +69,6 @@ class DropResult:
     deleted_by_label: dict[str, int] = field(default_factory=dict)
 
 
-def prefetched(items: Iterator[T]) -> Iterator[T]:
-    """Yield ``items`` while a worker thread already produces the next one (one in flight), so
-    Neo4j reads or writes while Python encodes or decodes; memory holds at most two items."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lifecycle-prefetch") as pool:
-        pending = pool.submit(next, items, None)
-        while (item := pending.result()) is not None:
-            pending = pool.submit(next, items, None)
-            yield item
-
-
 @dataclass(frozen=True)
 class _Page:
     label: str
@@ -130,7 +119,7 @@ def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
                 "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/graph/schema.py."
             )
         with BackupWriter(root, tenant, compresslevel=compresslevel) as writer:
-            for page in prefetched(_pages(session, tenant, page_size)):
+            for page in _pages(session, tenant, page_size):
                 for node in page.nodes:
                     writer.write_node(node["id"], node["labels"], page.label,
                                       encode_properties(node["props"]))
@@ -184,11 +173,11 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
     neo4j.ensure_schema()
     with neo4j.session() as session:
-        for node_batch in prefetched(_node_batches(reader, batch_size)):
+        for node_batch in _node_batches(reader, batch_size):
             for key, rows in node_batch.items():
                 result.nodes_created += session.execute_write(graph.merge_nodes, tenant, key, rows)
                 result.nodes += len(rows)
-        for rel_batch in prefetched(_relationship_batches(reader, batch_size)):
+        for rel_batch in _relationship_batches(reader, batch_size):
             for (start_key, rel_type, end_key), rows in rel_batch.items():
                 matched, created = session.execute_write(
                     graph.merge_relationships, tenant, start_key, rel_type, end_key, rows)
