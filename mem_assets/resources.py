@@ -8,9 +8,11 @@ import dagster as dg
 from mem_resources.backup_storage import BackupStorage, backup_dir_from_env
 from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
 from mem_resources.inbox import InboxResource
+from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.local_neo4j import LocalNeo4jSettings
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, SummarizerResource
 
 
 def uses_openai(kind: str) -> bool:
@@ -41,6 +43,18 @@ def build_chat() -> OpenAIChatResource:
     )
 
 
+def build_judge() -> JudgeResource:
+    if uses_openai("LLM"):
+        return OpenAIJudge(chat=build_chat(),
+                           max_concurrency=int(os.environ.get("MEMTEND_JUDGE_CONCURRENCY", "4")))
+    return OfflineJudge()
+
+
+def build_summarizer() -> SummarizerResource:
+    """Topic summaries by the chat model when ``MEMTEND_LLM=openai``, else extractive (offline)."""
+    return LLMSummarizer(chat=build_chat()) if uses_openai("LLM") else ExtractiveSummarizer()
+
+
 def build_resources() -> dict[str, Any]:
     return {
         "neo4j": Neo4jResource(
@@ -51,9 +65,11 @@ def build_resources() -> dict[str, Any]:
             embedding_dimension=embedding_dimension(),
         ),
         "embedder": build_embedder(),
+        "judge": build_judge(),
         "inbox": InboxResource(
             root=os.environ.get("MEMTEND_INBOX", "data/inbox"),
             quarantine_dir=os.environ.get("MEMTEND_QUARANTINE", "data/quarantine"),
         ),
+        "summarizer": build_summarizer(),
         "backups": BackupStorage(root=backup_dir_from_env()),
     }

@@ -10,7 +10,7 @@ from mem_assets.ingest.nodes import build_nodes, plan
 from mem_assets.ingest.parsing import MemoryItemIn
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
 from mem_resources.embedder import hashing_embed
-from mem_resources.graph import memories
+from mem_resources.graph import dedup, memories, reorg
 from mem_resources.graph.lifecycle import MemoryFilter
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.lifecycle import T0, graph_digest, seed_tenant
@@ -103,3 +103,39 @@ def test_soft_deleted_memories_are_invisible_to_the_pipeline_reads(neo4j: Neo4jR
     status = _status(neo4j, tenant)
     assert status[doomed.node_id][0] == "deleted"
     assert status[doomed.working_id][0] == "deleted"
+
+
+def test_soft_deleted_memories_are_invisible_to_dedup_and_reorg_reads(neo4j: Neo4jResource,
+                                                                      tenant: str):
+    """The stages downstream of ingest never see a deleted memory: not as a candidate to check,
+    not as a vector neighbour, not as an orphan to cluster."""
+    texts = ["The user owns a red bicycle.", "The user owns a red bicycle!", "The user likes tea."]
+    items = [MemoryItemIn(memory=text, created_at=T0 + timedelta(minutes=i))
+             for i, text in enumerate(texts)]
+    planned = plan(tenant, items)
+    vectors = hashing_embed([p.item.memory for p in planned], 384)
+    with neo4j.session() as session:
+        session.execute_write(memories.write_memories, tenant,
+                              build_nodes(tenant, planned, vectors, T0))
+    doomed, twin_text = planned[1], planned[0]
+    soft_delete_memories(neo4j, tenant, [doomed.node_id], MemoryFilter())
+    live = {planned[0].node_id, planned[2].node_id}
+
+    with neo4j.session() as session:
+        unchecked = session.execute_read(dedup.unchecked_nodes, tenant, 100)
+        active_ids = session.execute_read(dedup.active_nodes, tenant, ["LongTermMemory"], 384)[0]
+        [neighbours] = session.execute_read(dedup.vector_neighbours, tenant, [
+            {"id": twin_text.node_id, "memory_type": "LongTermMemory",
+             "embedding": vectors[0].tolist()}], 50)
+        orphans = {orphan.id for orphan in reorg.read_orphans(session, tenant, ["LongTermMemory"])}
+    assert {row["id"] for row in unchecked} == live
+    assert set(active_ids) == live
+    assert doomed.node_id not in {hit["id"] for hit in neighbours["neighbours"]}
+    assert orphans == live
+
+    undelete_memories(neo4j, tenant, [doomed.node_id], MemoryFilter())
+    with neo4j.session() as session:
+        [neighbours] = session.execute_read(dedup.vector_neighbours, tenant, [
+            {"id": twin_text.node_id, "memory_type": "LongTermMemory",
+             "embedding": vectors[0].tolist()}], 50)
+    assert doomed.node_id in {hit["id"] for hit in neighbours["neighbours"]}

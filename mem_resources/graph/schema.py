@@ -7,7 +7,7 @@ from neo4j import Session
 #: Labels whose nodes carry an ``id`` unique within a tenant (seed 002's node types).
 TENANT_SCOPED_LABELS = (
     "MemoryItem", "Character", "Conversation", "Scene", "User", "Agent",
-    "Claim", "Domain", "Predicate", "Topic", "IngestedFile",
+    "Claim", "Domain", "Predicate", "Topic", "IngestedFile", "DedupJudgment",
 )
 VECTOR_INDEX = "memory_embedding"
 

@@ -1,0 +1,41 @@
+"""Graph invariants dedup promises, checked per tenant after each merge run."""
+
+import dagster as dg
+
+from mem_assets.dedup.assets import merged_nodes
+from mem_assets.partitions import tenant_partitions
+from mem_resources.graph import dedup as graph
+from mem_resources.neo4j_resource import Neo4jResource
+
+
+@dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
+def no_duplicate_payloads(context: dg.AssetCheckExecutionContext,
+                          neo4j: Neo4jResource) -> dg.AssetCheckResult:
+    """No two activated (non-working) nodes of the tenant share a payload hash."""
+    with neo4j.session() as session:
+        clashes = session.execute_read(graph.duplicate_payload_hashes, context.partition_key)
+    return dg.AssetCheckResult(passed=not clashes, metadata={
+        "duplicate_hashes": len(clashes), "examples": dg.MetadataValue.json(clashes[:5])})
+
+
+@dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
+def archived_have_successor(context: dg.AssetCheckExecutionContext,
+                            neo4j: Neo4jResource) -> dg.AssetCheckResult:
+    """Every archived long-term node points at an existing MERGED_TO / SUPERSEDED_BY successor."""
+    with neo4j.session() as session:
+        orphans = session.execute_read(graph.archived_without_successor, context.partition_key)
+    return dg.AssetCheckResult(passed=not orphans, metadata={
+        "archived_without_successor": len(orphans), "examples": dg.MetadataValue.json(orphans[:5])})
+
+
+@dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
+def no_cross_tenant_edges(context: dg.AssetCheckExecutionContext,
+                          neo4j: Neo4jResource) -> dg.AssetCheckResult:
+    """No relationship joins a node of this tenant to a node of another tenant."""
+    with neo4j.session() as session:
+        edges = session.execute_read(graph.cross_tenant_edges, context.partition_key)
+    return dg.AssetCheckResult(passed=not edges, metadata={
+        "cross_tenant_edges": len(edges), "examples": dg.MetadataValue.json(edges[:5])})
+
+
+dedup_checks = [no_duplicate_payloads, archived_have_successor, no_cross_tenant_edges]

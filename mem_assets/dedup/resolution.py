@@ -1,0 +1,124 @@
+"""Apply planned resolutions, each as one write transaction: before state or after state, no half."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from neo4j import ManagedTransaction
+
+from mem_assets.dedup.merging import (
+    MergePlan,
+    Plan,
+    SupersedePlan,
+    item_from_properties,
+    keeps_source_text,
+    merged_item,
+    superseded_survivor,
+)
+from mem_resources.graph import dedup as graph
+from mem_resources.memory_model import MemoryStatus
+from mem_resources.neo4j_resource import Neo4jResource
+
+DONE = ("applied", "already merged")
+SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
+
+
+def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding: list[float],
+                now: datetime) -> dict:
+    """Create the merged node, move edges, archive sources; skip unless every source is active."""
+    found = graph.read_nodes(tx, tenant, [*plan.sources, plan.merged_id])
+    if plan.merged_id in found:
+        return {"status": "already merged"}
+    sources = [item_from_properties(tenant, found[s], now) for s in plan.sources if s in found]
+    if len(sources) != len(plan.sources) or any(
+            s.metadata.status != MemoryStatus.ACTIVATED for s in sources):
+        return {"status": "skipped: a source is gone or no longer activated"}
+    item = merged_item(tenant, plan, sources, embedding)
+    props = item.to_properties()
+    if keeps_source_text(plan, sources):
+        props["dedup_checked_at"] = now
+    template = next((s.id for s in sources if s.metadata.payload_hash == item.metadata.payload_hash),
+                    sources[0].id)
+    counts = graph.create_merged(tx, tenant, plan.merged_id, plan.sources, template, props,
+                                 plan.update_type.value, plan.reason, now)
+    return {"status": "applied", **counts}
+
+
+def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, now: datetime) -> dict:
+    """Archive the older node behind a SUPERSEDED_BY edge; the newer gains a history entry."""
+    found = graph.read_nodes(tx, tenant, [plan.older, plan.newer])
+    if len(found) != 2:
+        return {"status": "skipped: a node is gone"}
+    older = item_from_properties(tenant, found[plan.older], now)
+    newer = item_from_properties(tenant, found[plan.newer], now)
+    if MemoryStatus.ACTIVATED != older.metadata.status or MemoryStatus.ACTIVATED != newer.metadata.status:
+        return {"status": "skipped: a node is no longer activated"}
+    graph.supersede(tx, tenant, plan.older, plan.newer, superseded_survivor(older, newer),
+                    plan.reason, now)
+    return {"status": "applied", "archived": 1}
+
+
+def rounds(resolutions: Sequence[MergePlan | SupersedePlan]) -> list[list[int]]:
+    """Group resolutions (by position) into rounds of node-disjoint ones, keeping the order of
+    any two that share a node: a round can run in parallel, rounds run one after another."""
+    last_round: dict[str, int] = {}
+    grouped: list[list[int]] = []
+    for position, resolution in enumerate(resolutions):
+        nodes = _nodes_of(resolution)
+        number = max((last_round[n] + 1 for n in nodes if n in last_round), default=0)
+        if number == len(grouped):
+            grouped.append([])
+        grouped[number].append(position)
+        for node in nodes:
+            last_round[node] = number
+    return grouped
+
+
+def _nodes_of(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
+    if isinstance(resolution, MergePlan):
+        return (*resolution.sources, resolution.merged_id)
+    return resolution.older, resolution.newer
+
+
+def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[list[float]],
+               texts: dict[str, str], now: datetime, workers: int = 4) -> list[dict]:
+    """Every resolution in its own transaction; node-disjoint ones run on parallel sessions.
+    One row per resolution, in plan order (merges, then supersedes)."""
+    resolutions: list[MergePlan | SupersedePlan] = [*plan.merges, *plan.supersedes]
+    vectors = dict(zip(range(len(plan.merges)), embeddings, strict=True))
+    outcomes: dict[int, dict] = {}
+    retired: set[str] = set()
+
+    def run(position: int) -> dict:
+        resolution = resolutions[position]
+        touched = resolution.sources if isinstance(resolution, MergePlan) else \
+            (resolution.older, resolution.newer)
+        if retired.intersection(touched):
+            return SKIPPED
+        with neo4j.session() as session:
+            if isinstance(resolution, MergePlan):
+                return session.execute_write(apply_merge, tenant, resolution, vectors[position], now)
+            return session.execute_write(apply_supersede, tenant, resolution, now)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for group in rounds(resolutions):
+            for position, outcome in zip(group, pool.map(run, group), strict=True):
+                outcomes[position] = outcome
+            for position in group:
+                if outcomes[position]["status"] == "applied":
+                    resolution = resolutions[position]
+                    retired.update(resolution.sources if isinstance(resolution, MergePlan)
+                                   else (resolution.older,))
+    rows = []
+    for position, resolution in enumerate(resolutions):
+        if isinstance(resolution, MergePlan):
+            rows.append({"action": f"merge ({resolution.update_type.value})",
+                         "sources": list(resolution.sources), "result": resolution.merged_id,
+                         "text": resolution.text, **outcomes[position]})
+        else:
+            rows.append({"action": "supersede", "sources": [resolution.older, resolution.newer],
+                         "result": resolution.newer, "text": texts.get(resolution.newer, ""),
+                         **outcomes[position]})
+    return rows

@@ -1,0 +1,294 @@
+"""Cypher for dedup: unchecked nodes, candidate vectors, the judgment cache and resolutions.
+
+Nodes written by other writers may lack our properties, so reads treat a missing ``status`` as
+activated, a missing ``memory_type`` as LongTermMemory, ``data`` as the text and ``created_at``
+as ``updated_at``. A node is *unchecked* until dedup stamps ``dedup_checked_at``, and again
+whenever its ``updated_at`` moves past that stamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from neo4j import ManagedTransaction
+
+from mem_resources.graph.schema import VECTOR_INDEX
+
+WORKING = "WorkingMemory"
+LINEAGE_TYPES = ("MERGED_TO", "SUPERSEDED_BY")
+MERGED_REASON = "merged"
+SUPERSEDED_REASON = "superseded"
+
+_NODE = """
+    coalesce(n.status, 'activated') = 'activated'
+    AND coalesce(n.memory_type, 'LongTermMemory') <> $working
+    AND coalesce(n.type, 'fact') <> 'topic'
+"""
+_UNCHECKED = _NODE + """
+    AND (n.dedup_checked_at IS NULL
+         OR n.dedup_checked_at < coalesce(n.updated_at, n.created_at))
+"""
+_FIELDS = """
+    n.id AS id, coalesce(n.memory, n.data, '') AS memory,
+    coalesce(n.memory_type, 'LongTermMemory') AS memory_type,
+    coalesce(n.payload_hash, '') AS payload_hash
+"""
+
+
+def pending_by_tenant(tx: ManagedTransaction) -> dict[str, list[str]]:
+    """Unchecked node ids of every tenant that has any (the sensor's one cross-tenant read)."""
+    result = tx.run(
+        f"MATCH (n:MemoryItem) WHERE n.user_name IS NOT NULL AND {_UNCHECKED} "
+        "RETURN n.user_name AS tenant, collect(n.id) AS ids",
+        working=WORKING,
+    )
+    return {record["tenant"]: record["ids"] for record in result}
+
+
+def unchecked_nodes(tx: ManagedTransaction, tenant: str, limit: int) -> list[dict[str, Any]]:
+    """Oldest first; ``embedding`` is a float32 array, or None when the node has none."""
+    result = tx.run(
+        f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_UNCHECKED} "
+        f"RETURN {_FIELDS}, n.embedding AS embedding "
+        "ORDER BY coalesce(n.updated_at, n.created_at), n.id LIMIT $limit",
+        tenant=tenant, working=WORKING, limit=limit,
+    )
+    rows = []
+    for record in result:
+        row = record.data()
+        if row["embedding"] is not None:
+            row["embedding"] = np.asarray(row["embedding"], dtype=np.float32)
+        rows.append(row)
+    return rows
+
+
+def active_nodes(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
+                 dimension: int | None) -> tuple[list[str], list[str], list[str], np.ndarray]:
+    """ids, memory types, payload hashes of every activated node of these types, and (when a
+    ``dimension`` is given) their vectors as one float32 matrix; nodes without a vector of that
+    dimension are left out then. Rows are converted as they stream in, to keep memory flat."""
+    result = tx.run(
+        f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_NODE} "
+        "AND coalesce(n.memory_type, 'LongTermMemory') IN $types "
+        "RETURN n.id, coalesce(n.memory_type, 'LongTermMemory'), coalesce(n.payload_hash, ''), "
+        "CASE WHEN $with_vectors THEN n.embedding END",
+        tenant=tenant, working=WORKING, types=list(memory_types), with_vectors=dimension is not None,
+    )
+    ids: list[str] = []
+    types: list[str] = []
+    hashes: list[str] = []
+    vectors: list[np.ndarray] = []
+    for node_id, memory_type, hash_, embedding in result:
+        if dimension is not None:
+            if embedding is None or len(embedding) != dimension:
+                continue
+            vectors.append(np.asarray(embedding, dtype=np.float32))
+        ids.append(node_id)
+        types.append(memory_type)
+        hashes.append(hash_)
+    matrix = np.stack(vectors) if vectors else np.zeros((0, dimension or 0), dtype=np.float32)
+    return ids, types, hashes, matrix
+
+
+def indexed_node_count(tx: ManagedTransaction) -> int:
+    """All MemoryItem nodes, every tenant: the most the vector index can ever return."""
+    return tx.run("MATCH (n:MemoryItem) RETURN count(n) AS n").single()["n"]
+
+
+def node_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, str]:
+    result = tx.run(
+        "UNWIND $ids AS id MATCH (n:MemoryItem {user_name: $tenant, id: id}) "
+        "RETURN n.id AS id, coalesce(n.memory, n.data, '') AS memory",
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"]: record["memory"] for record in result}
+
+
+def set_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Store embeddings computed for nodes that arrived without one (``rows``: id, embedding)."""
+    tx.run(
+        "UNWIND $rows AS row MATCH (n:MemoryItem {user_name: $tenant, id: row.id}) "
+        "SET n.embedding = row.embedding",
+        tenant=tenant, rows=list(rows),
+    ).consume()
+
+
+def vector_neighbours(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]],
+                      k: int) -> list[dict[str, Any]]:
+    """Vector-index neighbours of each row (id, memory_type, embedding) within the tenant.
+
+    The index returns a global top-k before any filter, so each row also reports ``floor`` (the
+    lowest score of the k returned) and ``returned``: the caller asks again with a larger k while
+    the tenant's hits are too few and the floor is still above its threshold.
+    Scores are raw cosine (the index reports (1 + cos) / 2).
+    """
+    result = tx.run(
+        """
+        UNWIND $rows AS row
+        CALL db.index.vector.queryNodes($index, $k, row.embedding) YIELD node, score
+        WITH row, collect({node: node, score: score}) AS hits
+        RETURN row.id AS id, size(hits) AS returned,
+               2 * coalesce(hits[-1].score, 0.0) - 1 AS floor,
+               [h IN hits WHERE h.node.user_name = $tenant AND h.node.id <> row.id
+                  AND coalesce(h.node.status, 'activated') = 'activated'
+                  AND coalesce(h.node.memory_type, 'LongTermMemory') = row.memory_type
+                  AND coalesce(h.node.type, 'fact') <> 'topic'
+                | {id: h.node.id, score: 2 * h.score - 1}] AS neighbours
+        """,
+        rows=list(rows), k=k, index=VECTOR_INDEX, tenant=tenant,
+    )
+    return [record.data() for record in result]
+
+
+def mark_checked(tx: ManagedTransaction, tenant: str, ids: Sequence[str], seen_at: datetime,
+                 now: datetime) -> int:
+    """Stamp nodes as compared. ``seen_at`` is when their state was read: a later update by
+    another writer moves ``updated_at`` past the stamp and they become unchecked again."""
+    record = tx.run(
+        """
+        UNWIND $ids AS id
+        MATCH (n:MemoryItem {user_name: $tenant, id: id})
+        SET n.dedup_checked_at = CASE WHEN coalesce(n.updated_at, n.created_at) > $now
+                                      THEN coalesce(n.updated_at, n.created_at) ELSE $seen_at END
+        RETURN count(n) AS marked
+        """,
+        tenant=tenant, ids=list(ids), seen_at=seen_at, now=now,
+    ).single()
+    return record["marked"] if record else 0
+
+
+def cached_judgments(tx: ManagedTransaction, tenant: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    result = tx.run(
+        "UNWIND $keys AS key MATCH (j:DedupJudgment {user_name: $tenant, id: key}) "
+        "RETURN j.id AS key, j.label AS label, j.reason AS reason",
+        tenant=tenant, keys=list(keys),
+    )
+    return {record["key"]: record.data() for record in result}
+
+
+def store_judgments(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Cache rows (key, label, reason, judge, judged_at); never stored for failed judgments."""
+    tx.run(
+        "UNWIND $rows AS row MERGE (j:DedupJudgment {user_name: $tenant, id: row.key}) "
+        "ON CREATE SET j += row",
+        tenant=tenant, rows=list(rows),
+    ).consume()
+
+
+def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Properties by id, without the embedding (resolutions recompute it; it is the bulk)."""
+    result = tx.run(
+        "UNWIND $ids AS id MATCH (n:MemoryItem {user_name: $tenant, id: id}) "
+        "RETURN n.id AS id, n {.*, embedding: null} AS props",
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"]: record["props"] for record in result}
+
+
+def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: Sequence[str],
+                  template_id: str, props: dict[str, Any], update_type: str, reason: str,
+                  now: datetime) -> dict[str, int]:
+    """Create the merged node (copying the template source's extra properties), move every
+    non-lineage edge of the sources onto it, archive the sources with MERGED_TO edges.
+
+    Only the template's topic (incoming PARENT) moves, so the merged node has one parent per
+    level; the other sources stay under their topics as archived history."""
+    record = tx.run(
+        """
+        MATCH (t:MemoryItem {user_name: $tenant, id: $template})
+        CREATE (m:Node:MemoryItem)
+        SET m = t {.*, id: $merged, dedup_checked_at: null, archived_reason: null, archived_at: null}
+        SET m += $props
+        WITH m
+        CALL (m) {
+            UNWIND $ids AS id
+            MATCH (s:MemoryItem {user_name: $tenant, id: id})-[r]->(o)
+            WHERE NOT type(r) IN $lineage AND o <> m
+              AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
+            MERGE (m)-[c:$(type(r))]->(o)
+            SET c += properties(r)
+            DELETE r
+            RETURN count(*) AS moved_out
+        }
+        CALL (m) {
+            UNWIND $ids AS id
+            MATCH (s:MemoryItem {user_name: $tenant, id: id})<-[r]-(o)
+            WHERE NOT type(r) IN $lineage AND o <> m
+              AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
+              AND (type(r) <> 'PARENT' OR s.id = $template)
+            MERGE (o)-[c:$(type(r))]->(m)
+            SET c += properties(r)
+            DELETE r
+            RETURN count(*) AS moved_in
+        }
+        CALL (m) {
+            UNWIND $ids AS id
+            MATCH (s:MemoryItem {user_name: $tenant, id: id})
+            SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = $now,
+                s.evolve_to = [m.id]
+            CREATE (s)-[:MERGED_TO {update_type: $update_type, reason: $why, created_at: $now}]->(m)
+            RETURN count(s) AS archived
+        }
+        RETURN moved_out + moved_in AS edges_moved, archived
+        """,
+        tenant=tenant, template=template_id, merged=merged_id, ids=list(sources),
+        props={**props, "id": merged_id, "user_name": tenant}, lineage=list(LINEAGE_TYPES),
+        reason=MERGED_REASON, now=now, update_type=update_type, why=reason,
+    ).single()
+    return {"edges_moved": record["edges_moved"], "archived": record["archived"]}
+
+
+def supersede(tx: ManagedTransaction, tenant: str, older: str, newer: str,
+              newer_props: dict[str, Any], reason: str, now: datetime) -> None:
+    """Archive ``older`` with a SUPERSEDED_BY edge to ``newer`` and update the survivor."""
+    tx.run(
+        """
+        MATCH (o:MemoryItem {user_name: $tenant, id: $older}),
+              (n:MemoryItem {user_name: $tenant, id: $newer})
+        SET o.status = 'archived', o.archived_reason = $archived_reason, o.archived_at = $now,
+            o.evolve_to = [$newer]
+        SET n += $props
+        CREATE (o)-[:SUPERSEDED_BY {update_type: 'conflict', reason: $why, created_at: $now}]->(n)
+        """,
+        tenant=tenant, older=older, newer=newer, props=newer_props, archived_reason=SUPERSEDED_REASON,
+        why=reason, now=now,
+    ).consume()
+
+
+def duplicate_payload_hashes(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
+    result = tx.run(
+        f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_NODE} AND n.payload_hash IS NOT NULL "
+        "WITH n.payload_hash AS hash, collect(n.id) AS ids WHERE size(ids) > 1 "
+        "RETURN hash, ids LIMIT 20",
+        tenant=tenant, working=WORKING,
+    )
+    return [record.data() for record in result]
+
+
+def archived_without_successor(tx: ManagedTransaction, tenant: str) -> list[str]:
+    """Archived non-working nodes with no MERGED_TO / SUPERSEDED_BY edge to an existing node."""
+    result = tx.run(
+        """
+        MATCH (n:MemoryItem {user_name: $tenant, status: 'archived'})
+        WHERE coalesce(n.memory_type, 'LongTermMemory') <> $working
+          AND NOT (n)-[:MERGED_TO|SUPERSEDED_BY]->(:MemoryItem {user_name: $tenant})
+        RETURN n.id AS id LIMIT 20
+        """,
+        tenant=tenant, working=WORKING,
+    )
+    return [record["id"] for record in result]
+
+
+def cross_tenant_edges(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
+    result = tx.run(
+        """
+        MATCH (a {user_name: $tenant})-[r]-(b)
+        WHERE b.user_name IS NOT NULL AND b.user_name <> $tenant
+        RETURN a.id AS node, type(r) AS type, b.id AS other, b.user_name AS other_tenant LIMIT 20
+        """,
+        tenant=tenant,
+    )
+    return [record.data() for record in result]

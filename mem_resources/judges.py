@@ -1,0 +1,150 @@
+"""Judges: label a pair of memories redundant / contradictory / independent, and fuse them.
+
+Two implementations behind one resource type, so assets never know which one runs:
+``OfflineJudge`` (lexical rules, no network; see mem_resources/offline_judge.py) and
+``OpenAIJudge`` (any OpenAI-compatible chat endpoint). A judge that fails — transport error,
+timeout after retries, or an answer that does not validate — yields ``failed=True`` with label
+``independent``: a failure never merges anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal
+
+from dagster import ConfigurableResource
+from pydantic import BaseModel, Field
+
+from mem_resources import offline_judge
+from mem_resources.llm import ChatUsage, OpenAIChatResource
+
+log = logging.getLogger(__name__)
+
+Label = Literal["redundant", "contradictory", "independent"]
+
+
+@dataclass(frozen=True)
+class Judgment:
+    label: Label
+    reason: str
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How to resolve a group: ``text`` is the fused memory, or None for "keep the newer"."""
+
+    text: str | None
+    reason: str
+    failed: bool = False
+
+
+class JudgeResource(ConfigurableResource, ABC):
+    """Decides how two memories of one tenant relate, and how to fuse a redundant group."""
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Identifies the judge in the judgment cache: another judge re-judges."""
+
+    @abstractmethod
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]: ...
+
+    @abstractmethod
+    def fuse(self, texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
+        """Fuse redundant texts, or reconcile contradictory ones (``text=None``: irreconcilable)."""
+
+
+class OfflineJudge(JudgeResource):
+    """Rules over content words (see offline_judge); fuses by keeping the more informative text."""
+
+    @property
+    def fingerprint(self) -> str:
+        return "offline-v1"
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        judgments = [Judgment(*offline_judge.judge(a, b)) for a, b in pairs]
+        return judgments, ChatUsage(calls=len(pairs))
+
+    def fuse(self, texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
+        if label == "contradictory":
+            return Fusion(None, "offline judge never reconciles a contradiction"), ChatUsage()
+        best = max(texts, key=offline_judge.informativeness)
+        return Fusion(best, "kept the most informative text"), ChatUsage()
+
+
+class Verdict(BaseModel):
+    """The LLM's answer; the reason comes first so the model reasons before it decides."""
+
+    reason: str = Field(min_length=1, max_length=1000)
+    relation: Label
+
+
+class Reconciliation(BaseModel):
+    reason: str = Field(min_length=1, max_length=1000)
+    reconcilable: bool
+    merged: str | None = Field(default=None, max_length=8000)
+
+
+JUDGE_SYSTEM = """You compare two memories an assistant keeps about one user.
+Answer with a JSON object {"reason": "...", "relation": "..."}: first one or two sentences of
+reasoning, then the relation:
+- "redundant": both say the same thing (one may add detail);
+- "contradictory": both cannot be true at the same time (e.g. lives in Berlin / lives in Paris,
+  likes tea / no longer drinks tea);
+- "independent": different facts that can both be true.
+Memories may be in Chinese or English."""
+
+FUSE_SYSTEM = """You maintain an assistant's memories about one user. You get memories that were
+judged {label}. Answer with a JSON object {{"reason": "...", "reconcilable": true|false,
+"merged": "..."}}. Reason first. If one memory can state everything true in them without loss,
+set reconcilable=true and write it in "merged", in the language of the memories. If they
+contradict and cannot both hold (the user changed city, job, habit), set reconcilable=false
+and merged=null: the newer memory will replace the older."""
+
+
+class OpenAIJudge(JudgeResource):
+    """An OpenAI-compatible chat model; timeouts and backoff retries come from ``chat``."""
+
+    chat: OpenAIChatResource
+    max_concurrency: int = 4
+
+    @property
+    def fingerprint(self) -> str:
+        return f"openai:{self.chat.model}:v1"
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        client = self.chat.client()
+        usage = ChatUsage()
+
+        def one(pair: tuple[str, str]) -> tuple[Judgment, ChatUsage]:
+            user = f"Memory A: {pair[0]}\nMemory B: {pair[1]}"
+            verdict, call_usage = self.chat.complete_json(JUDGE_SYSTEM, user, Verdict, client=client)
+            if verdict is None:
+                log.warning("Judge gave no valid verdict for pair %.60r / %.60r: counted as "
+                            "independent, nothing merged", pair[0], pair[1])
+                return Judgment("independent", "judge failed: no valid answer", failed=True), call_usage
+            return Judgment(verdict.relation, verdict.reason), call_usage
+
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            results = list(pool.map(one, pairs))
+        for _, call_usage in results:
+            usage.add(call_usage)
+        return [judgment for judgment, _ in results], usage
+
+    def fuse(self, texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
+        user = "\n".join(f"Memory {i + 1}: {text}" for i, text in enumerate(texts))
+        answer, usage = self.chat.complete_json(FUSE_SYSTEM.format(label=label), user, Reconciliation)
+        if answer is None:
+            log.warning("Resolver gave no valid answer for %d memories: left unresolved", len(texts))
+            return Fusion(None, "resolver failed: no valid answer", failed=True), usage
+        if answer.reconcilable and answer.merged and answer.merged.strip():
+            return Fusion(answer.merged.strip(), answer.reason), usage
+        if label == "redundant":
+            best = max(texts, key=offline_judge.informativeness)
+            return Fusion(best, f"kept the most informative text ({answer.reason})"), usage
+        return Fusion(None, answer.reason), usage

@@ -1,0 +1,92 @@
+"""Planning resolutions and the merged metadata of seed §4.2."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+
+from mem_assets.dedup.merging import merged_id, merged_item, plan_resolutions, superseded_survivor
+from mem_resources.judges import OfflineJudge
+from mem_resources.memory_model import (
+    MemoryItem,
+    MemoryMetadata,
+    SourceMessage,
+    UpdateType,
+    memory_id,
+    payload_hash,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _item(text: str, minutes: int, version: int = 1, **meta) -> MemoryItem:
+    h = payload_hash("t", "LongTermMemory", text)
+    return MemoryItem(id=memory_id(h), memory=text, metadata=MemoryMetadata(
+        user_name="t", created_at=T0 + timedelta(minutes=minutes),
+        updated_at=T0 + timedelta(minutes=minutes), payload_hash=h, version=version, **meta))
+
+
+def _judgments(rows) -> pd.DataFrame:
+    return pd.DataFrame([{"left_id": a, "right_id": b, "label": label, "failed": failed}
+                         for a, b, label, failed in rows])
+
+
+def test_redundant_pairs_form_one_group_and_contradictions_keep_the_newer():
+    a, b, c = _item("The user has two cats.", 0), _item("The user has two cats!", 1), \
+        _item("The user has two cats, Luna and Milo.", 2)
+    old, new = _item("他住北京", 3), _item("他住上海", 4)
+    nodes = {n.id: n for n in (a, b, c, old, new)}
+    plan = plan_resolutions("t", _judgments([(a.id, b.id, "redundant", False),
+                                             (b.id, c.id, "redundant", False),
+                                             (old.id, new.id, "contradictory", False)]),
+                            nodes, OfflineJudge().fuse)
+    [merge] = plan.merges
+    assert set(merge.sources) == {a.id, b.id, c.id}
+    assert merge.text == c.memory
+    assert merge.merged_id == merged_id("t", [c.id, a.id, b.id])
+    [supersede] = plan.supersedes
+    assert (supersede.older, supersede.newer) == (old.id, new.id)
+
+
+def test_failed_judgments_never_plan_anything():
+    a, b = _item("x likes tea", 0), _item("x likes tea!", 1)
+    plan = plan_resolutions("t", _judgments([(a.id, b.id, "redundant", True)]),
+                            {a.id: a, b.id: b}, OfflineJudge().fuse)
+    assert not plan.merges and not plan.supersedes
+
+
+def test_merged_metadata_follows_the_seed():
+    a = _item("The user has two cats.", 0, version=2, tags=["pets"], key="cats",
+              sources=[SourceMessage(role="user", content="I have two cats")])
+    b = _item("The user has two cats, Luna and Milo.", 5, tags=["names"],
+              sources=[SourceMessage(role="user", content="Luna and Milo")])
+    plan = plan_resolutions("t", _judgments([(a.id, b.id, "redundant", False)]),
+                            {a.id: a, b.id: b}, OfflineJudge().fuse).merges[0]
+    item = merged_item("t", plan, [a, b], [0.5, 0.5])
+    meta = item.metadata
+    assert item.memory == b.memory and item.id == plan.merged_id
+    assert meta.version == 3
+    assert meta.updated_at == b.metadata.updated_at and meta.created_at == a.metadata.created_at
+    assert {s.content for s in meta.sources} == {"I have two cats", "Luna and Milo"}
+    assert meta.tags == ["names", "pets"] and meta.key == "cats"
+    assert meta.embedding == [0.5, 0.5]
+    assert {(h.archived_memory_id, h.update_type) for h in meta.history} == {
+        (a.id, UpdateType.DUPLICATE), (b.id, UpdateType.DUPLICATE)}
+
+
+def test_superseded_survivor_gains_history_and_version():
+    older, newer = _item("他住北京", 0, version=3), _item("他住上海", 1)
+    props = superseded_survivor(older, newer)
+    assert props["version"] == 4
+    assert older.id in props["history"] and "conflict" in props["history"]
+
+
+def test_resolutions_sharing_a_node_run_in_order_in_separate_rounds():
+    from mem_assets.dedup.merging import MergePlan, SupersedePlan
+    from mem_assets.dedup.resolution import rounds
+
+    merges = [MergePlan("m1", ("a", "b"), "t", UpdateType.DUPLICATE, ""),
+              MergePlan("m2", ("c", "d"), "t", UpdateType.DUPLICATE, "")]
+    supersedes = [SupersedePlan("m1", "e", ""), SupersedePlan("f", "g", ""), SupersedePlan("e", "h", "")]
+    assert rounds([*merges, *supersedes]) == [[0, 1, 3], [2], [4]]
