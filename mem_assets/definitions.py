@@ -9,6 +9,7 @@ from mem_assets.dedup.checks import dedup_checks
 from mem_assets.dedup.sensors import dedup_job, dedup_sensor
 from mem_assets.ingest.assets import memory_items
 from mem_assets.ingest.sensors import inbox_sensor
+from mem_assets.lifecycle.jobs import lifecycle_jobs, lifecycle_schedules
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
 from mem_assets.reorg.schedules import reorg_job, reorg_schedule
@@ -28,7 +29,7 @@ defs = dg.Definitions(
     assets=[*tenant_pipeline],
     asset_checks=[*dedup_checks, *reorg_checks],
     sensors=[inbox_sensor, context_inbox_sensor, dedup_sensor],
-    schedules=[reorg_schedule],
-    jobs=[tend_memory_job, dedup_job, reorg_job],
+    schedules=[reorg_schedule, *lifecycle_schedules],
+    jobs=[tend_memory_job, dedup_job, reorg_job, *lifecycle_jobs],
     resources=build_resources(),
 )

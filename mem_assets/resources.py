@@ -5,6 +5,7 @@ from typing import Any
 
 import dagster as dg
 
+from mem_resources.backup_storage import BackupStorage, backup_dir_from_env
 from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
@@ -70,4 +71,5 @@ def build_resources() -> dict[str, Any]:
             quarantine_dir=os.environ.get("MEMTEND_QUARANTINE", "data/quarantine"),
         ),
         "summarizer": build_summarizer(),
+        "backups": BackupStorage(root=backup_dir_from_env()),
     }

@@ -1,0 +1,171 @@
+"""Tenant lifecycle from the shell, without the Dagster UI.
+
+    python -m mem_assets.lifecycle.cli backup alice [--keep-last 30]
+    python -m mem_assets.lifecycle.cli list-backups alice
+    python -m mem_assets.lifecycle.cli restore alice [--backup-id 20261130T020000123456Z]
+    python -m mem_assets.lifecycle.cli drop alice [--yes]
+    python -m mem_assets.lifecycle.cli soft-delete alice --id mem:… [--tag …] [--evolve-to mem:…]
+    python -m mem_assets.lifecycle.cli undelete alice --id mem:…
+
+Neo4j comes from NEO4J_URI / NEO4J_USER / NEO4J_PASSWORD (else the local server's address),
+backups from MEMTEND_BACKUP_DIR (default data/backups). With DAGSTER_HOME set, drop and restore
+also remove / re-add the tenant's partition in that Dagster instance.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from dagster import DagsterInstance
+
+from mem_assets.lifecycle.archive import DEFAULT_KEEP_LAST, BackupError, BackupReader, list_backups
+from mem_assets.lifecycle.operations import (
+    LifecycleError,
+    backup_tenant,
+    drop_tenant,
+    restore_tenant,
+)
+from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
+from mem_assets.partitions import tenant_partitions
+from mem_resources.backup_storage import DEFAULT_BACKUP_DIR
+from mem_resources.graph.lifecycle import MemoryFilter
+from mem_resources.local_neo4j import LocalNeo4jSettings
+from mem_resources.neo4j_resource import Neo4jResource
+
+T = TypeVar("T")
+app = typer.Typer(help="Back up, restore, drop and soft-delete a tenant's memory graph.",
+                  no_args_is_help=True, add_completion=False)
+
+BackupDir = Annotated[Path, typer.Option(envvar="MEMTEND_BACKUP_DIR", help="Backups root folder.")]
+KeepLast = Annotated[int, typer.Option(min=1, help="Backups kept per tenant.")]
+Ids = Annotated[list[str] | None, typer.Option("--id", help="Memory id (repeatable).")]
+Types = Annotated[list[str] | None, typer.Option("--type", help="memory_type (repeatable).")]
+Statuses = Annotated[list[str] | None, typer.Option("--status", help="Current status (repeatable).")]
+Tags = Annotated[list[str] | None, typer.Option("--tag", help="Has this tag (repeatable, any).")]
+Key = Annotated[str | None, typer.Option(help="Exact key.")]
+Contains = Annotated[str | None, typer.Option("--contains", help="Memory text contains.")]
+Before = Annotated[str | None, typer.Option(help="Created before (ISO 8601 with offset).")]
+After = Annotated[str | None, typer.Option(help="Created at or after (ISO 8601 with offset).")]
+Twins = Annotated[bool, typer.Option(help="Include the bound working/long-term copy.")]
+
+
+def _run(step: Callable[[Neo4jResource], T]) -> T:
+    """Run one step against Neo4j; expected failures print one clear line and exit 1."""
+    neo4j = Neo4jResource(
+        uri=os.environ.get("NEO4J_URI") or LocalNeo4jSettings.from_env().uri,
+        user=os.environ.get("NEO4J_USER", ""),
+        password=os.environ.get("NEO4J_PASSWORD", ""),
+        database=os.environ.get("NEO4J_DATABASE", "neo4j"),
+    )
+    try:
+        return step(neo4j)
+    except (BackupError, LifecycleError, ValueError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        neo4j.close()
+
+
+def _with_partitions(action: Callable[[DagsterInstance], None]) -> None:
+    if not os.environ.get("DAGSTER_HOME"):
+        typer.echo("DAGSTER_HOME is not set: the tenant's Dagster partition was left as it is.")
+        return
+    with DagsterInstance.get() as instance:
+        action(instance)
+
+
+@app.command()
+def backup(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
+           backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR)) -> None:
+    """Stream the tenant's subgraph into a new backup, then rotate old ones."""
+    result = _run(lambda neo4j: backup_tenant(neo4j, backup_dir, tenant, keep_last))
+    counts = result.manifest.counts
+    typer.echo(f"{result.path}: {counts.nodes} nodes, {counts.relationships} relationships, "
+               f"{result.seconds:.1f} s; rotated away {len(result.rotated)}")
+
+
+@app.command("list-backups")
+def list_backups_command(tenant: str, backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR)) -> None:
+    """The tenant's backups, oldest first."""
+    try:
+        manifests = [BackupReader.open(path).manifest for path in list_backups(backup_dir, tenant)]
+    except (BackupError, ValueError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from exc
+    for manifest in manifests:
+        typer.echo(f"{manifest.backup_id}  {manifest.counts.nodes:>9} nodes  "
+                   f"{manifest.counts.relationships:>9} rels  {manifest.checksum[:12]}")
+
+
+@app.command()
+def restore(tenant: str, backup_id: Annotated[str | None, typer.Option(help="Default: newest.")] = None,
+            backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR)) -> None:
+    """Verify a backup, then merge it back into the graph (safe to repeat)."""
+    result = _run(lambda neo4j: restore_tenant(neo4j, backup_dir, tenant, backup_id))
+    typer.echo(f"restored {result.path.name}: {result.nodes} nodes ({result.nodes_created} created), "
+               f"{result.relationships} relationships ({result.relationships_created} created)")
+
+    def add(instance: DagsterInstance) -> None:
+        if not instance.has_dynamic_partition(tenant_partitions.name, tenant):
+            instance.add_dynamic_partitions(tenant_partitions.name, [tenant])
+    _with_partitions(add)
+
+
+@app.command()
+def drop(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
+         backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR),
+         yes: Annotated[bool, typer.Option("--yes", help="Don't ask for confirmation.")] = False,
+         ) -> None:
+    """Back up the tenant, delete its whole graph in batches, remove its partition."""
+    if not yes:
+        typer.confirm(f"Drop every node of {tenant!r} (after a backup)?", abort=True)
+    result = _run(lambda neo4j: drop_tenant(neo4j, backup_dir, tenant, keep_last))
+    typer.echo(f"dropped {result.nodes_deleted} nodes of {tenant!r}; backup {result.backup.path}")
+
+    def remove(instance: DagsterInstance) -> None:
+        if instance.has_dynamic_partition(tenant_partitions.name, tenant):
+            instance.delete_dynamic_partition(tenant_partitions.name, tenant)
+    _with_partitions(remove)
+
+
+def _filter(types: list[str] | None, statuses: list[str] | None, tags: list[str] | None,
+            key: str | None, contains: str | None, before: str | None,
+            after: str | None) -> MemoryFilter:
+    return MemoryFilter(memory_types=types or [], statuses=statuses or [], tags=tags or [], key=key,
+                        text_contains=contains, created_before=before, created_after=after)
+
+
+@app.command("soft-delete")
+def soft_delete(tenant: str, ids: Ids = None, types: Types = None, statuses: Statuses = None,
+                tags: Tags = None, key: Key = None, contains: Contains = None, before: Before = None,
+                after: After = None, twins: Twins = True,
+                evolve_to: Annotated[list[str] | None, typer.Option(help="Evolved-into id.")] = None,
+                ) -> None:
+    """Mark memories deleted (recoverable with undelete)."""
+    changed = _run(lambda neo4j: soft_delete_memories(
+        neo4j, tenant, ids or [], _filter(types, statuses, tags, key, contains, before, after),
+        evolve_to, twins))
+    typer.echo(f"soft-deleted {len(changed)} memories")
+    for memory_id in changed:
+        typer.echo(memory_id)
+
+
+@app.command()
+def undelete(tenant: str, ids: Ids = None, types: Types = None, statuses: Statuses = None,
+             tags: Tags = None, key: Key = None, contains: Contains = None, before: Before = None,
+             after: After = None, twins: Twins = True) -> None:
+    """Return soft-deleted memories to their previous status."""
+    changed = _run(lambda neo4j: undelete_memories(
+        neo4j, tenant, ids or [], _filter(types, statuses, tags, key, contains, before, after),
+        twins))
+    typer.echo(f"undeleted {len(changed)} memories")
+    for memory_id in changed:
+        typer.echo(memory_id)
+
+
+if __name__ == "__main__":
+    app()
