@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: setup neo4j-up neo4j-down neo4j-status demo test ui bench clean-state
+.PHONY: setup neo4j-up neo4j-down neo4j-status demo test ui bench
 
 setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 
@@ -42,4 +42,4 @@ ui: neo4j-up
 	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} $(VENV)/bin/dagster dev -w workspace.yaml
 
 bench: neo4j-up
-	for b in bench/*_bench.py; do $(PY) $$b || exit 1; done
+	for b in bench/*_bench.py; do PYTHONPATH=. $(PY) $$b || exit 1; done

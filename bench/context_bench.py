@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ingest_bench import PeakRss, drop_bench_tenant
+from measure import PeakRss, drop_bench_tenant
 
 from mem_assets.context_graph import schema_doc
 from mem_assets.context_graph.ingest import ingest_context

@@ -16,12 +16,12 @@ import argparse
 import json
 import random
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
+
+from measure import PeakRss, drop_bench_tenant
 
 from mem_assets.ingest.ingest import ingest_tenant
 from mem_assets.ingest.nodes import build_nodes, plan
@@ -48,35 +48,8 @@ def synthetic_items(n: int, seed: int) -> Iterator[dict]:
                                                                  "content": text}]}
 
 
-class PeakRss:
-    """Peak RSS above the value at entry, sampled in a background thread."""
-
-    def __enter__(self) -> PeakRss:
-        self._proc = psutil.Process()
-        self.start = self._proc.memory_info().rss
-        self.peak = self.start
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.01):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def growth_mib(self) -> float:
-        return (self.peak - self.start) / 2**20
 
 
-def drop_bench_tenant(neo4j: Neo4jResource, tenant: str) -> None:
-    with neo4j.session() as session:
-        session.run("MATCH (n {user_name: $tenant}) CALL (n) { DETACH DELETE n } "
-                    "IN TRANSACTIONS OF 10000 ROWS", tenant=tenant).consume()
 
 
 def raw_write_seconds(neo4j: Neo4jResource, path: Path, tenant: str, batch_size: int,

@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import resource
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-import psutil
+
+from measure import PeakRss
 
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_resources.local_neo4j import ensure_neo4j_uri
@@ -39,29 +39,6 @@ MEMORIES_PER_TOPIC = 100
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-class PeakRss:
-    """Peak RSS above the value at entry, sampled in a background thread."""
-
-    def __enter__(self) -> PeakRss:
-        self._proc = psutil.Process()
-        self.start = self._proc.memory_info().rss
-        self.peak = self.start
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.01):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def growth_mib(self) -> float:
-        return (self.peak - self.start) / 2**20
 
 
 def memory_rows(tenant: str, start: int, count: int, dimension: int,

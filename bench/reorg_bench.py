@@ -19,11 +19,11 @@ import argparse
 import logging
 import multiprocessing
 import random
-import threading
 import time
 
 import numpy as np
-import psutil
+
+from measure import PeakRss
 
 from mem_assets.reorg.clustering import ClusteringParams, cluster_table
 from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
@@ -94,28 +94,6 @@ def _setup(uri: str, tenant: str, n: int) -> None:
     neo4j.close()
 
 
-class PeakRss:
-    """Peak RSS above the value at entry, sampled in a background thread."""
-
-    def __enter__(self) -> PeakRss:
-        self._process = psutil.Process()
-        self.start = self.peak = self._process.memory_info().rss
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.01):
-            self.peak = max(self.peak, self._process.memory_info().rss)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def growth_mib(self) -> float:
-        return (self.peak - self.start) / 2**20
 
 
 def _drop(neo4j: Neo4jResource, tenant: str) -> None:

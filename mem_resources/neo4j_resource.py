@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cached_property
 from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext

@@ -112,6 +112,33 @@ def normalize(text: str) -> str:
     return " ".join(_TOKEN.findall(unicodedata.normalize("NFKC", text).lower().replace("’", "'")))
 
 
+_ZH_NUMERAL = re.compile(r"^([零一二两三四五六七八九十百千]+)([个只位名岁年天次周]?)$")
+_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+              "八": 8, "九": 9}
+_ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
+
+
+def _zh_number(numeral: str) -> int:
+    """Chinese numerals below 10,000 ("七" 7, "十二" 12, "两百零五" 205) as an integer."""
+    total, digit = 0, 0
+    for char in numeral:
+        if char in _ZH_DIGITS:
+            digit = _ZH_DIGITS[char]
+        else:
+            total += (digit or 1) * _ZH_UNITS[char]
+            digit = 0
+    return total + digit
+
+
+def _split_numerals(word: str) -> list[str]:
+    """"七年" → ["7", "年"], as "7年" tokenizes, so one value in two scripts is one word.
+    Dates ("三月五日") stay whole, so a changed date remains one substitution."""
+    match = _ZH_NUMERAL.match(word)
+    if match is None:
+        return [word]
+    return [str(_zh_number(match.group(1))), *([match.group(2)] if match.group(2) else [])]
+
+
 @lru_cache(maxsize=65536)
 def analyze(text: str) -> Analysis:
     words: list[str] = []
@@ -125,7 +152,7 @@ def analyze(text: str) -> Analysis:
                 if len(word) > 1 and word[0] in "不戒" and word not in _ZH_NOT_NEGATIONS:
                     negated, word = True, word[1:]
                 if word not in _ZH_STOP and word not in _SUBJECTS:
-                    words.append(_SYNONYMS.get(word, word))
+                    words.extend(_SYNONYMS.get(part, part) for part in _split_numerals(word))
         elif token in _EN_NEGATIONS or token.endswith("n't"):
             negated = True
         elif token not in _EN_STOP and token not in _SUBJECTS:

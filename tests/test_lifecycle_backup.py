@@ -6,7 +6,6 @@ import gzip
 import json
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from mem_assets.lifecycle import archive
@@ -18,7 +17,6 @@ from mem_assets.lifecycle.operations import (
     restore_tenant,
 )
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.context_sample import load_sample
 from tests.support.lifecycle import counts, graph_digest, seed_tenant
 
 

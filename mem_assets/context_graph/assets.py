@@ -68,7 +68,7 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
 
 @dg.asset(
     partitions_def=tenant_partitions,
-    deps=[memory_items, context_graph],
+    deps=[memory_items, context_graph, "merged_nodes", "summary_parents"],
     kinds={"neo4j", "python"},
     group_name="context",
     check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset="graph_schema",

@@ -51,3 +51,9 @@ def test_offline_fusion_keeps_the_more_informative_text_and_never_reconciles():
     assert fusion.text == "The user has two cats, Luna and Milo."
     assert OfflineJudge().fuse(["他住北京", "他住上海"], "contradictory")[0].text is None
     assert informativeness("用户养了一只猫,叫咪咪。") > informativeness("用户养了一只猫。")
+
+
+def test_the_same_number_in_chinese_and_arabic_numerals_is_one_value():
+    assert judge("用户有七年的软件开发经验。", "用户有7年软件开发经验。")[0] == "redundant"
+    assert judge("用户养了两只猫", "用户养了2只猫")[0] == "redundant"
+    assert judge("用户养了两只猫", "用户养了三只猫")[0] == "contradictory"
