@@ -49,14 +49,17 @@ def tend(tenants: list[str] = typer.Argument(None, help="Tenants to run; default
 
 @app.command()
 def inspect(tenant: str) -> None:
-    """Print a tenant's memory counts by type and status."""
+    """Print a tenant's memory counts by memory type, kind and status, and its edge counts."""
     neo4j = _resource("neo4j")
     assert isinstance(neo4j, Neo4jResource)
     with neo4j.session() as session:
         counts = session.execute_read(memories.count_by_type_and_status, tenant)
+        edges = session.execute_read(memories.relationship_counts, tenant)
     typer.echo(f"\n{tenant} ({neo4j.uri}):")
-    for (memory_type, status), n in sorted(counts.items()):
-        typer.echo(f"  {memory_type:<16} {status:<10} {n:>7}")
+    for (memory_type, kind, status), n in sorted(counts.items()):
+        typer.echo(f"  {memory_type:<16} {kind:<11} {status:<10} {n:>7}")
+    typer.echo("  edges touching memories: "
+               + ", ".join(f"{name} {n}" for name, n in sorted(edges.items())))
     neo4j.close()
 
 

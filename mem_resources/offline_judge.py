@@ -130,6 +130,14 @@ def _zh_number(numeral: str) -> int:
     return total + digit
 
 
+_UNITS = frozenset("个只位名岁年月日号天次周")
+
+
+def _without_values(words: frozenset[str]) -> frozenset[str]:
+    """Numbers and measure words say nothing about what two statements are about."""
+    return frozenset(w for w in words if w not in _UNITS and not _NUMBER.match(w))
+
+
 def _split_numerals(word: str) -> list[str]:
     """"七年" → ["7", "年"], as "7年" tokenizes, so one value in two scripts is one word.
     Dates ("三月五日") stay whole, so a changed date remains one substitution."""
@@ -196,9 +204,11 @@ def judge(a: str, b: str) -> tuple[Label, str]:
         return "independent", "about different people"
     if any(frozenset((p, q)) in _ANTONYMS for p in only_a for q in only_b):
         return "contradictory", "opposite statements about the same thing"
-    if not shared:
+    topical = _without_values(shared)
+    if not topical:
         return "independent", "no content words in common"
-    if x.negated != y.negated and len(shared) / min(len(x.bag), len(y.bag)) >= 0.5:
+    if x.negated != y.negated and len(topical) / max(1, min(len(_without_values(x.bag)),
+                                                          len(_without_values(y.bag)))) >= 0.5:
         return "contradictory", "one statement negates the other"
     if x.negated == y.negated:
         span = _single_substitution(x.words, y.words)

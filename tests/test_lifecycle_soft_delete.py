@@ -93,9 +93,9 @@ def test_soft_deleted_memories_are_invisible_to_the_pipeline_reads(neo4j: Neo4jR
 
     with neo4j.session() as session:
         by_status = session.execute_read(memories.count_by_type_and_status, tenant)
-        assert by_status[("LongTermMemory", "activated")] == 2
-        assert by_status[("LongTermMemory", "deleted")] == 1
-        assert by_status[("WorkingMemory", "deleted")] == 1
+        assert by_status[("LongTermMemory", "memory", "activated")] == 2
+        assert by_status[("LongTermMemory", "memory", "deleted")] == 1
+        assert by_status[("WorkingMemory", "memory", "deleted")] == 1
         # Trimming to one working node archives only activated ones: the deleted twin stays deleted.
         assert session.execute_write(memories.trim_working_memory, tenant, 1, T0) == 1
         # Ingesting the same text again leaves the deleted node deleted.

@@ -77,13 +77,24 @@ def read_memories(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> li
     return [MemoryItem.from_properties(record["props"]) for record in result]
 
 
-def count_by_type_and_status(tx: ManagedTransaction, tenant: str) -> dict[tuple[str, str], int]:
+def count_by_type_and_status(tx: ManagedTransaction, tenant: str) -> dict[tuple[str, str, str], int]:
+    """Node counts by (memory_type, ``topic`` for summary parents else ``memory``, status)."""
     result = tx.run(
         "MATCH (m:MemoryItem {user_name: $tenant}) "
-        "RETURN m.memory_type AS type, m.status AS status, count(*) AS n",
+        "RETURN m.memory_type AS memory_type, "
+        "CASE m.type WHEN 'topic' THEN 'topic' ELSE 'memory' END AS kind, "
+        "m.status AS status, count(*) AS n",
         tenant=tenant,
     )
-    return {(r["type"], r["status"]): r["n"] for r in result}
+    return {(r["memory_type"], r["kind"], r["status"]): r["n"] for r in result}
+
+
+def relationship_counts(tx: ManagedTransaction, tenant: str) -> dict[str, int]:
+    result = tx.run(
+        "MATCH (:MemoryItem {user_name: $tenant})-[r]-() RETURN type(r) AS type, count(DISTINCT r) AS n",
+        tenant=tenant,
+    )
+    return {r["type"]: r["n"] for r in result}
 
 
 def ingested_file_hashes(tx: ManagedTransaction, tenant: str) -> set[str]:

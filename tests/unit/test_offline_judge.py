@@ -57,3 +57,7 @@ def test_the_same_number_in_chinese_and_arabic_numerals_is_one_value():
     assert judge("用户有七年的软件开发经验。", "用户有7年软件开发经验。")[0] == "redundant"
     assert judge("用户养了两只猫", "用户养了2只猫")[0] == "redundant"
     assert judge("用户养了两只猫", "用户养了三只猫")[0] == "contradictory"
+
+
+def test_sharing_only_numbers_and_units_is_not_a_topic_in_common():
+    assert judge("用户戒烟已经两年了。", "用户的试用期为三个月，到 2027 年 2 月结束。")[0] == "independent"
