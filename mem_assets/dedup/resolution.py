@@ -1,4 +1,4 @@
-"""Apply planned resolutions, each as one write transaction: before state or after state, no half."""
+"""Apply planned resolutions, each whole or not at all: before state or after state, no half."""
 
 from __future__ import annotations
 
@@ -83,29 +83,40 @@ def _nodes_of(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
 
 
 def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[list[float]],
-               texts: dict[str, str], now: datetime, workers: int = 4) -> list[dict]:
-    """Every resolution in its own transaction; node-disjoint ones run on parallel sessions.
-    One row per resolution, in plan order (merges, then supersedes)."""
+               texts: dict[str, str], now: datetime, workers: int = 4,
+               per_transaction: int = 25) -> list[dict]:
+    """Node-disjoint resolutions run on parallel sessions, up to ``per_transaction`` of them in one
+    write transaction: a resolution is always applied whole or not at all, and one commit per
+    resolution cost more than the resolutions themselves. One row per resolution, in plan order
+    (merges, then supersedes)."""
     resolutions: list[MergePlan | SupersedePlan] = [*plan.merges, *plan.supersedes]
     vectors = dict(zip(range(len(plan.merges)), embeddings, strict=True))
     outcomes: dict[int, dict] = {}
     retired: set[str] = set()
 
-    def run(position: int) -> dict:
-        resolution = resolutions[position]
-        touched = resolution.sources if isinstance(resolution, MergePlan) else \
-            (resolution.older, resolution.newer)
-        if retired.intersection(touched):
-            return SKIPPED
+    def apply_chunk(tx: ManagedTransaction, positions: list[int]) -> list[dict]:
+        results = []
+        for position in positions:
+            resolution = resolutions[position]
+            touched = resolution.sources if isinstance(resolution, MergePlan) else \
+                (resolution.older, resolution.newer)
+            if retired.intersection(touched):
+                results.append(SKIPPED)
+            elif isinstance(resolution, MergePlan):
+                results.append(apply_merge(tx, tenant, resolution, vectors[position], now))
+            else:
+                results.append(apply_supersede(tx, tenant, resolution, now))
+        return results
+
+    def run(positions: list[int]) -> list[dict]:
         with neo4j.session() as session:
-            if isinstance(resolution, MergePlan):
-                return session.execute_write(apply_merge, tenant, resolution, vectors[position], now)
-            return session.execute_write(apply_supersede, tenant, resolution, now)
+            return session.execute_write(apply_chunk, positions)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for group in rounds(resolutions):
-            for position, outcome in zip(group, pool.map(run, group), strict=True):
-                outcomes[position] = outcome
+            chunks = [group[i:i + per_transaction] for i in range(0, len(group), per_transaction)]
+            for chunk, results in zip(chunks, pool.map(run, chunks), strict=True):
+                outcomes.update(zip(chunk, results, strict=True))
             for position in group:
                 if outcomes[position]["status"] == "applied":
                     resolution = resolutions[position]
