@@ -74,8 +74,9 @@ class InboxResource(ConfigurableResource):
                             child.name, TENANT_NAME.pattern)
         return names
 
-    def files(self, tenant: str) -> list[InboxFile]:
-        folder = Path(self.root) / tenant
+    def files(self, tenant: str, subfolder: str = "") -> list[InboxFile]:
+        """The tenant's ``*.jsonl`` files (of ``subfolder`` when given), sorted by name."""
+        folder = Path(self.root) / tenant / subfolder
         if not folder.is_dir():
             return []
         found = []

@@ -7,7 +7,6 @@ included); the records' characters, conversations, scenes and claims attach to t
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,10 +14,8 @@ from datetime import datetime
 from itertools import islice
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from mem_assets.ingest.nodes import build_nodes, plan
-from mem_assets.ingest.parsing import RAW_PREVIEW_CHARS, MemoryItemIn
+from mem_assets.ingest.parsing import RAW_PREVIEW_CHARS, MemoryItemIn, parse_jsonl
 from mem_resources.context_model import (
     ContextConfig, ContextError, ContextRecord, ContextRows, Role, TenantContext, add_record, owner_role,
 )
@@ -61,12 +58,7 @@ def load_config(path: str | None) -> ContextConfig:
 
 
 def context_files(inbox: InboxResource, tenant: str) -> list[InboxFile]:
-    folder = Path(inbox.root) / tenant / CONTEXT_FOLDER
-    found = []
-    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-        stat = path.stat()
-        found.append(InboxFile(tenant, path, stat.st_size, stat.st_mtime_ns))
-    return found
+    return inbox.files(tenant, CONTEXT_FOLDER)
 
 
 def ledger_key(sha256: str) -> str:
@@ -74,30 +66,10 @@ def ledger_key(sha256: str) -> str:
     return hashlib.sha256(f"context\x1f{sha256}".encode()).hexdigest()
 
 
-def _reason(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}"
-                     for e in exc.errors(include_url=False))
-
-
 def parse_records(path: Path) -> Iterator[ParsedRecord | Rejection]:
     """Validate a JSONL file line by line; a bad line becomes a rejection with its reason."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            preview = raw[:RAW_PREVIEW_CHARS].decode("utf-8", errors="replace").rstrip("\n")
-            try:
-                payload = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                yield Rejection(path.name, number, "invalid_utf8", f"invalid UTF-8 at byte {exc.start}", preview)
-                continue
-            except json.JSONDecodeError as exc:
-                yield Rejection(path.name, number, "not_json", f"not JSON: {exc.msg} (column {exc.colno})", preview)
-                continue
-            try:
-                yield ParsedRecord(number, ContextRecord.model_validate(payload))
-            except ValidationError as exc:
-                yield Rejection(path.name, number, "invalid_fields", _reason(exc), preview)
+    for entry in parse_jsonl(path, ContextRecord):
+        yield entry if isinstance(entry, Rejection) else ParsedRecord(entry[0], entry[1])
 
 
 def memory_input(record: ContextRecord) -> MemoryItemIn:

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from mem_assets.check_results import offenders_result
 from mem_assets.dedup.assets import merged_nodes
 from mem_assets.partitions import tenant_partitions
 from mem_resources.graph import dedup as graph
@@ -14,8 +15,7 @@ def no_duplicate_payloads(context: dg.AssetCheckExecutionContext,
     """No two activated (non-working) nodes of the tenant share a payload hash."""
     with neo4j.session() as session:
         clashes = session.execute_read(graph.duplicate_payload_hashes, context.partition_key)
-    return dg.AssetCheckResult(passed=not clashes, metadata={
-        "duplicate_hashes": len(clashes), "examples": dg.MetadataValue.json(clashes[:5])})
+    return offenders_result(clashes, "payload hashes shared by activated nodes")
 
 
 @dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
@@ -24,8 +24,7 @@ def archived_have_successor(context: dg.AssetCheckExecutionContext,
     """Every archived long-term node points at an existing MERGED_TO / SUPERSEDED_BY successor."""
     with neo4j.session() as session:
         orphans = session.execute_read(graph.archived_without_successor, context.partition_key)
-    return dg.AssetCheckResult(passed=not orphans, metadata={
-        "archived_without_successor": len(orphans), "examples": dg.MetadataValue.json(orphans[:5])})
+    return offenders_result(orphans, "archived nodes without a successor")
 
 
 @dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
@@ -34,8 +33,7 @@ def no_cross_tenant_edges(context: dg.AssetCheckExecutionContext,
     """No relationship joins a node of this tenant to a node of another tenant."""
     with neo4j.session() as session:
         edges = session.execute_read(graph.cross_tenant_edges, context.partition_key)
-    return dg.AssetCheckResult(passed=not edges, metadata={
-        "cross_tenant_edges": len(edges), "examples": dg.MetadataValue.json(edges[:5])})
+    return offenders_result(edges, "edges join this tenant to another")
 
 
 dedup_checks = [no_duplicate_payloads, archived_have_successor, no_cross_tenant_edges]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -14,6 +14,7 @@ from mem_resources.inbox import Rejection
 from mem_resources.memory_model import MemoryType, SourceMessage
 
 RAW_PREVIEW_CHARS = 500
+M = TypeVar("M", bound=BaseModel)
 
 
 class MemoryItemIn(BaseModel):
@@ -45,8 +46,9 @@ def _reason(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_lines(path: Path, max_chars: int) -> Iterator[ParsedLine | Rejection]:
-    """Stream a JSONL file line by line; never loads the whole file."""
+def parse_jsonl(path: Path, model: type[M]) -> Iterator[tuple[int, M, str] | Rejection]:
+    """Stream a JSONL file line by line (never the whole file) into (line number, ``model``
+    instance, raw preview); every bad line becomes a rejection with its kind and reason."""
     name = path.name
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
@@ -67,13 +69,21 @@ def parse_lines(path: Path, max_chars: int) -> Iterator[ParsedLine | Rejection]:
                 yield Rejection(name, number, "not_object", "not a JSON object", preview)
                 continue
             try:
-                item = MemoryItemIn.model_validate(payload)
+                yield number, model.model_validate(payload), preview
             except ValidationError as exc:
                 yield Rejection(name, number, "invalid_fields", _reason(exc), preview)
-                continue
-            if len(item.memory) > max_chars:
-                yield Rejection(name, number, "too_long",
-                                f"memory: text has {len(item.memory)} characters, limit {max_chars}",
-                                preview)
-                continue
-            yield ParsedLine(line=number, item=item)
+
+
+def parse_lines(path: Path, max_chars: int) -> Iterator[ParsedLine | Rejection]:
+    """Inbox memory items; texts longer than ``max_chars`` are rejected too."""
+    for entry in parse_jsonl(path, MemoryItemIn):
+        if isinstance(entry, Rejection):
+            yield entry
+            continue
+        number, item, preview = entry
+        if len(item.memory) > max_chars:
+            yield Rejection(path.name, number, "too_long",
+                            f"memory: text has {len(item.memory)} characters, limit {max_chars}",
+                            preview)
+            continue
+        yield ParsedLine(line=number, item=item)

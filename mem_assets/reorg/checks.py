@@ -1,30 +1,20 @@
 """Checks on a tenant's topic tree, run after its summary parents are written."""
 
-from typing import Any
-
 import dagster as dg
 
+from mem_assets.check_results import offenders_result
 from mem_assets.partitions import tenant_partitions
 from mem_assets.reorg.assets import summary_parents
 from mem_resources.graph import reorg as reorg_graph
 from mem_resources.neo4j_resource import Neo4jResource
 
 
-def _result(offenders: list[Any], what: str) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        passed=not offenders,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{len(offenders)} {what}" if offenders else None,
-        metadata={"offenders": len(offenders), "examples": dg.MetadataValue.json(offenders[:10])},
-    )
-
-
 @dg.asset_check(asset=summary_parents, partitions_def=tenant_partitions, blocking=True)
 def parent_edges_acyclic(context: dg.AssetCheckExecutionContext, neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """Following PARENT edges never leads back to where it started."""
     with neo4j.session() as session:
-        return _result(reorg_graph.parents_on_cycles(session, context.partition_key),
-                       "topics lie on a PARENT cycle")
+        return offenders_result(reorg_graph.parents_on_cycles(session, context.partition_key),
+                                "topics lie on a PARENT cycle")
 
 
 @dg.asset_check(asset=summary_parents, partitions_def=tenant_partitions)
@@ -32,8 +22,8 @@ def parents_have_two_members(context: dg.AssetCheckExecutionContext,
                              neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """Every topic groups at least two memories of its own tenant."""
     with neo4j.session() as session:
-        return _result(reorg_graph.parents_with_few_members(session, context.partition_key),
-                       "topics have fewer than two members of their tenant")
+        return offenders_result(reorg_graph.parents_with_few_members(session, context.partition_key),
+                                "topics have fewer than two members of their tenant")
 
 
 @dg.asset_check(asset=summary_parents, partitions_def=tenant_partitions)
@@ -41,8 +31,8 @@ def one_parent_per_level(context: dg.AssetCheckExecutionContext,
                          neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """No activated memory sits under two topics of the same level."""
     with neo4j.session() as session:
-        return _result(reorg_graph.nodes_with_two_parents_at_one_level(session, context.partition_key),
-                       "memories have two parents at one level")
+        return offenders_result(reorg_graph.nodes_with_two_parents_at_one_level(session, context.partition_key),
+                                "memories have two parents at one level")
 
 
 reorg_checks = [parent_edges_acyclic, parents_have_two_members, one_parent_per_level]
