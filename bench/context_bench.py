@@ -104,7 +104,6 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=2000)
     args = parser.parse_args()
     neo4j = Neo4jResource(uri=ensure_neo4j_uri())
-    neo4j.ensure_schema()
     with tempfile.TemporaryDirectory() as tmp:
         run_scale(neo4j, 500, args.batch_size, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'records':>8} {'context/s':>10} {'plain/s':>9} {'ratio':>6} {'nodes':>7} "

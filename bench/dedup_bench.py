@@ -233,7 +233,6 @@ def main() -> None:
     args = parser.parse_args()
     quality()
     neo4j = Neo4jResource(uri=ensure_neo4j_uri())
-    neo4j.ensure_schema()
     results = {}
     for existing in args.existing:
         figures = scale(neo4j, existing, args.new)

@@ -115,7 +115,6 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=2000)
     args = parser.parse_args()
     neo4j = Neo4jResource(uri=ensure_neo4j_uri())
-    neo4j.ensure_schema()
     with tempfile.TemporaryDirectory() as tmp:
         run_scale(neo4j, 2000, args.batch_size, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'items':>8} {'ingest/s':>10} {'raw/s':>10} {'ratio':>6} {'ingest s':>9} "

@@ -126,7 +126,6 @@ def main() -> None:
     parser.add_argument("--dimension", type=int, default=384)
     args = parser.parse_args()
     neo4j = Neo4jResource(uri=ensure_neo4j_uri(), embedding_dimension=args.dimension)
-    neo4j.ensure_schema()
     with tempfile.TemporaryDirectory() as tmp:
         run_scale(neo4j, 1000, args.dimension, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'nodes':>7} {'backup/s':>9} {'raw rd/s':>9} {'ratio':>6} {'drop/s':>8} "

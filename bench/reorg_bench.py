@@ -110,7 +110,6 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     uri = ensure_neo4j_uri()
     neo4j = Neo4jResource(uri=uri)
-    neo4j.ensure_schema()
     tenant = f"bench_reorg_{int(time.time())}"
 
     started = time.perf_counter()

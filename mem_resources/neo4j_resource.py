@@ -32,9 +32,18 @@ class Neo4jResource(ConfigurableResource):
 
     @property
     def driver(self) -> Driver:
+        """The driver, created on first use together with the schema (idempotent, ~0.1 s), so
+        that no query ever runs against a graph without its constraints and indexes."""
         if self._driver is None:
             auth = (self.user, self.password) if self.user else None
-            self._driver = GraphDatabase.driver(self.uri, auth=auth)
+            driver = GraphDatabase.driver(self.uri, auth=auth)
+            try:
+                with driver.session(database=self.database) as session:
+                    schema.ensure(session, self.embedding_dimension)
+            except Exception:
+                driver.close()
+                raise
+            self._driver = driver
         return self._driver
 
     def close(self) -> None:
@@ -46,8 +55,3 @@ class Neo4jResource(ConfigurableResource):
     def session(self, **kwargs: Any) -> Iterator[Session]:
         with self.driver.session(database=self.database, **kwargs) as session:
             yield session
-
-    def ensure_schema(self) -> None:
-        """Create constraints and indexes (idempotent) and wait until they are online."""
-        with self.session() as session:
-            schema.ensure(session, self.embedding_dimension)

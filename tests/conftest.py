@@ -34,7 +34,6 @@ def neo4j(neo4j_uri: str) -> Iterator[Neo4jResource]:
         password=os.environ.get("NEO4J_PASSWORD", ""),
         database=os.environ.get("NEO4J_DATABASE", "neo4j"),
     )
-    resource.ensure_schema()
     yield resource
     resource.close()
 

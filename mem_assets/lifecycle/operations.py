@@ -171,7 +171,6 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
     started = time.perf_counter()
     reader = open_verified(root, tenant, backup_id)
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
-    neo4j.ensure_schema()
     with neo4j.session() as session:
         for node_batch in _node_batches(reader, batch_size):
             for key, rows in node_batch.items():

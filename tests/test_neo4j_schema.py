@@ -1,0 +1,27 @@
+"""The resource creates the schema its queries rely on before the first query, on any graph."""
+
+import pytest
+
+from mem_resources.graph.schema import SchemaMismatchError
+from mem_resources.neo4j_resource import Neo4jResource
+
+
+def _index_names(resource: Neo4jResource) -> set[str]:
+    with resource.session() as session:
+        return {r["name"] for r in session.run("SHOW INDEXES YIELD name RETURN name")}
+
+
+def test_first_use_recreates_missing_indexes(neo4j: Neo4jResource, neo4j_uri: str):
+    with neo4j.session() as session:
+        session.run("DROP INDEX memory_type IF EXISTS").consume()
+    fresh = Neo4jResource(uri=neo4j_uri, database=neo4j.database)
+    try:
+        assert {"memory_type", "memory_embedding", "memory_tenant_status"} <= _index_names(fresh)
+    finally:
+        fresh.close()
+
+
+def test_an_embedder_of_another_dimension_is_refused(neo4j: Neo4jResource, neo4j_uri: str):
+    other = Neo4jResource(uri=neo4j_uri, database=neo4j.database, embedding_dimension=8)
+    with pytest.raises(SchemaMismatchError, match="dimension 384, the embedder produces 8"):
+        other.driver
