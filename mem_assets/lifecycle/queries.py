@@ -16,8 +16,8 @@ from typing import Any
 from neo4j import ManagedTransaction, Session
 from pydantic import AwareDatetime, BaseModel, Field
 
-from mem_resources.graph.schema import TENANT_SCOPED_LABELS
 from mem_resources.memory_model import MemoryStatus
+from mem_resources.schema import TENANT_SCOPED_LABELS
 
 KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
 
@@ -25,10 +25,6 @@ KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
 def quote_name(name: str) -> str:
     """A label or relationship type as a Cypher identifier, whatever characters it holds."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def key_label(labels: list[str]) -> str | None:
-    return next((label for label in KEY_LABELS if label in labels), None)
 
 
 # --- soft delete -------------------------------------------------------------------------------
