@@ -59,3 +59,13 @@ def test_only_settings_reads_the_environment():
                     and path.name != "settings.py":
                 readers.append(str(path.relative_to(ROOT)))
     assert readers == []
+
+
+def test_every_query_module_runs_in_managed_transactions():
+    """Query functions take a ManagedTransaction (``tx.run``), so callers use execute_read /
+    execute_write and the driver retries transient errors; no auto-commit ``session.run``."""
+    modules = [*(ROOT / "mem_assets").glob("*/queries.py"), ROOT / "mem_resources" / "memory_queries.py"]
+    offenders = [str(path.relative_to(ROOT)) for path in modules
+                 if "session.run(" in path.read_text(encoding="utf-8")]
+    assert len(modules) == 5
+    assert offenders == []

@@ -217,7 +217,7 @@ def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
                 deleted_by_label[key] += deleted
                 result.nodes_deleted += deleted
                 result.batches += 1
-        remaining = queries.tenant_node_count(session, tenant)
+        remaining = session.execute_read(queries.tenant_node_count, tenant)
         remaining += session.execute_read(queries.unaddressable_nodes, tenant)
     result.deleted_by_label = dict(deleted_by_label)
     result.seconds = time.perf_counter() - started

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from neo4j import ManagedTransaction, Session
+from neo4j import ManagedTransaction
 from pydantic import AwareDatetime, BaseModel, Field
 
 from mem_resources.memory_model import MemoryStatus
@@ -180,12 +180,12 @@ def external_relationships(tx: ManagedTransaction, tenant: str, label: str, ids:
     return record["n"] if record else 0
 
 
-def tenant_node_count(session: Session, tenant: str) -> int:
+def tenant_node_count(tx: ManagedTransaction, tenant: str) -> int:
     """Nodes of the tenant under any key label (index seeks, no full scan)."""
     total = 0
     for label in KEY_LABELS:
         earlier = list(KEY_LABELS[:KEY_LABELS.index(label)])
-        record = session.run(
+        record = tx.run(
             f"MATCH (n:{quote_name(label)}) WHERE n.user_name = $tenant "
             "AND NOT any(other IN labels(n) WHERE other IN $earlier) RETURN count(n) AS n",
             tenant=tenant, earlier=earlier,
