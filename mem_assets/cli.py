@@ -10,6 +10,7 @@ from mem_assets.partitions import tenant_partitions
 from mem_resources.graph import memories
 from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.tenants import InvalidTenant, validate_tenant
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Tend an AI agent's long-term memory graph in Neo4j.")
@@ -19,12 +20,19 @@ def _resource(key: str) -> object:
     return defs.resources[key]
 
 
+def _valid_tenants(names: list[str]) -> list[str]:
+    try:
+        return [validate_tenant(name) for name in names]
+    except InvalidTenant as exc:
+        raise typer.BadParameter(str(exc), param_hint="TENANTS") from exc
+
+
 @app.command()
 def tend(tenants: list[str] = typer.Argument(None, help="Tenants to run; default: every inbox tenant.")) -> None:
     """Register tenants as partitions and run the main job for each, recorded in $DAGSTER_HOME."""
     inbox = _resource("inbox")
     assert isinstance(inbox, InboxResource)
-    chosen = tenants or inbox.tenants()
+    chosen = _valid_tenants(tenants or inbox.tenants())
     if not chosen:
         typer.echo(f"No tenant folders in {inbox.root}.", err=True)
         raise typer.Exit(1)
@@ -50,6 +58,7 @@ def tend(tenants: list[str] = typer.Argument(None, help="Tenants to run; default
 @app.command()
 def inspect(tenant: str) -> None:
     """Print a tenant's memory counts by memory type, kind and status, and its edge counts."""
+    [tenant] = _valid_tenants([tenant])
     neo4j = _resource("neo4j")
     assert isinstance(neo4j, Neo4jResource)
     with neo4j.session() as session:

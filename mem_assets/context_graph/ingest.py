@@ -14,6 +14,7 @@ from datetime import datetime
 from itertools import islice
 from pathlib import Path
 
+from mem_assets.ingest.ingest import record_skipped
 from mem_assets.ingest.nodes import build_nodes, plan
 from mem_assets.ingest.parsing import RAW_PREVIEW_CHARS, MemoryItemIn, parse_jsonl
 from mem_resources.context_model import (
@@ -21,7 +22,7 @@ from mem_resources.context_model import (
 )
 from mem_resources.embedder import EmbedderResource
 from mem_resources.graph import context, memories
-from mem_resources.inbox import InboxFile, InboxResource, Rejection
+from mem_resources.inbox import InboxResource, Rejection
 from mem_resources.memory_model import SourceMessage, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 
@@ -39,6 +40,7 @@ class ParsedRecord:
 class ContextIngestReport:
     files_ingested: list[str] = field(default_factory=list)
     files_already_ingested: list[str] = field(default_factory=list)
+    files_skipped: list[str] = field(default_factory=list)
     accepted: int = 0
     rejected: int = 0
     new_memories: int = 0
@@ -55,10 +57,6 @@ def load_config(path: str | None) -> ContextConfig:
     if not path:
         return ContextConfig()
     return ContextConfig.model_validate_json(Path(path).read_text(encoding="utf-8"))
-
-
-def context_files(inbox: InboxResource, tenant: str) -> list[InboxFile]:
-    return inbox.files(tenant, CONTEXT_FOLDER)
 
 
 def ledger_key(sha256: str) -> str:
@@ -132,7 +130,9 @@ def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource
     now = utc_now()
     with neo4j.session() as session:
         done = session.execute_read(memories.ingested_file_hashes, tenant)
-    for file in context_files(inbox, tenant):
+    files, skipped = inbox.scan(tenant, CONTEXT_FOLDER)
+    report.files_skipped = record_skipped(tenant, skipped, done, neo4j, inbox, now)
+    for file in files:
         sha = file.sha256()
         key = ledger_key(sha)
         if key in done:

@@ -2,7 +2,7 @@ import dagster as dg
 from pydantic import Field
 
 from mem_assets.ingest.ingest import ingest_tenant
-from mem_assets.partitions import tenant_partitions
+from mem_assets.partitions import tenant_of, tenant_partitions
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
@@ -23,9 +23,11 @@ class IngestConfig(dg.Config):
 def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j: Neo4jResource,
                  embedder: EmbedderResource, inbox: InboxResource) -> dg.MaterializeResult:
     """The tenant's memory nodes: new inbox lines written as long-term + working memory."""
-    tenant = context.partition_key
+    tenant = tenant_of(context)
     report = ingest_tenant(tenant, neo4j, embedder, inbox, config.batch_size,
                            config.max_text_chars, config.working_memory_capacity)
+    for skipped in report.files_skipped:
+        context.log.warning(f"inbox entry skipped, not read: {skipped}")
     if report.rejected:
         context.log.warning(f"{report.rejected} lines quarantined in {inbox.quarantine_path(tenant)}")
     preview = "\n".join(
@@ -36,6 +38,7 @@ def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j:
     return dg.MaterializeResult(metadata={
         "files_ingested": report.files_ingested,
         "files_already_ingested": len(report.files_already_ingested),
+        "files_skipped": report.files_skipped,
         "accepted": report.accepted,
         "rejected": report.rejected,
         "new": report.new,

@@ -15,7 +15,7 @@ from mem_assets.ingest.nodes import PlannedMemory, build_nodes, plan
 from mem_assets.ingest.parsing import ParsedLine, parse_lines
 from mem_resources.embedder import EmbedderResource
 from mem_resources.graph import memories
-from mem_resources.inbox import InboxFile, InboxResource, Rejection
+from mem_resources.inbox import InboxFile, InboxResource, Rejection, SkippedPath
 from mem_resources.memory_model import MemoryItem, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 
@@ -26,6 +26,7 @@ PREVIEW_ROWS = 10
 class IngestReport:
     files_ingested: list[str] = field(default_factory=list)
     files_already_ingested: list[str] = field(default_factory=list)
+    files_skipped: list[str] = field(default_factory=list)
     accepted: int = 0
     rejected: int = 0
     new: int = 0
@@ -106,6 +107,25 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
             )
 
 
+def record_skipped(tenant: str, skipped: list[SkippedPath], done: set[str], neo4j: Neo4jResource,
+                   inbox: InboxResource, now: datetime) -> list[str]:
+    """Quarantine and ledger entries for inbox entries that are not read (links, FIFOs...),
+    once per entry and reason; returns the ones reported now, as 'name: reason'."""
+    fresh = [skip for skip in skipped if skip.ledger_key not in done]
+    if not fresh:
+        return []
+    inbox.quarantine(tenant, [skip.rejection() for skip in fresh])
+    with neo4j.session() as session:
+        for skip in fresh:
+            session.execute_write(memories.record_ingested_file, tenant, {
+                "sha256": skip.ledger_key, "kind": "skipped", "path": str(skip.path),
+                "name": skip.path.name, "reason": skip.reason, "ingested_at": now,
+                "accepted": 0, "rejected": 1, "new": 0,
+            })
+    done.update(skip.ledger_key for skip in fresh)
+    return [f"{skip.path.name}: {skip.reason}" for skip in fresh]
+
+
 def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                   inbox: InboxResource, batch_size: int, max_chars: int,
                   working_memory_capacity: int) -> IngestReport:
@@ -114,7 +134,9 @@ def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
     now = utc_now()
     with neo4j.session() as session:
         done = session.execute_read(memories.ingested_file_hashes, tenant)
-    for file in inbox.files(tenant):
+    files, skipped = inbox.scan(tenant)
+    report.files_skipped = record_skipped(tenant, skipped, done, neo4j, inbox, now)
+    for file in files:
         sha = file.sha256()
         if sha in done:
             report.files_already_ingested.append(file.path.name)

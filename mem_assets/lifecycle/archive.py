@@ -30,7 +30,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ValidationError
 
 from mem_assets.lifecycle.codec import CodecError, decode_properties, dumps_line
-from mem_resources.inbox import TENANT_NAME
+from mem_resources.tenants import inside, validate_tenant
 
 FORMAT = "memtend-tenant-backup"
 FORMAT_VERSION = 1
@@ -72,10 +72,8 @@ class Manifest(BaseModel):
 
 
 def check_tenant(tenant: str) -> str:
-    """Tenant names double as folder names: the inbox's rule keeps them path-safe."""
-    if not TENANT_NAME.match(tenant):
-        raise ValueError(f"invalid tenant name {tenant!r} (expected {TENANT_NAME.pattern})")
-    return tenant
+    """Tenant names double as folder names: the one tenant rule keeps them path-safe."""
+    return validate_tenant(tenant)
 
 
 def combined_checksum(files: dict[str, FileEntry]) -> str:
@@ -130,8 +128,7 @@ class BackupWriter:
     external_relationships: int = 0
 
     def __enter__(self) -> Self:
-        check_tenant(self.tenant)
-        folder = self.root / self.tenant
+        folder = tenant_folder(self.root, self.tenant)
         folder.mkdir(parents=True, exist_ok=True)
         self.backup_id = self.backup_id or self.created_at.strftime(_ID_FORMAT)
         self.final_path = folder / self.backup_id
@@ -301,7 +298,7 @@ def _parse(line: bytes, name: str, number: int) -> dict[str, Any]:
 # --- listing and rotation ----------------------------------------------------------------------
 
 def tenant_folder(root: Path, tenant: str) -> Path:
-    return root / check_tenant(tenant)
+    return inside(root, check_tenant(tenant))
 
 
 def list_backups(root: Path, tenant: str) -> list[Path]:

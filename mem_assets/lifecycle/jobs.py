@@ -15,10 +15,11 @@ from mem_assets.partitions import tenant_partitions
 from mem_resources.backup_storage import BackupStorage
 from mem_resources.graph.lifecycle import MemoryFilter
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.tenants import TenantName
 
 
 class TenantConfig(dg.Config):
-    tenant: str = Field(description="Tenant (partition key, user_name on every node).")
+    tenant: TenantName = Field(description="Tenant (partition key, user_name on every node).")
 
 
 class BackupConfig(TenantConfig):

@@ -169,7 +169,7 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
                    batch_size: int = 500) -> RestoreResult:
     """Verify the backup, then MERGE its nodes and relationships back in batches (idempotent)."""
     started = time.perf_counter()
-    reader = open_verified(root, tenant, backup_id)
+    reader = open_verified(root, check_tenant(tenant), backup_id)
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
     with neo4j.session() as session:
         for node_batch in _node_batches(reader, batch_size):
