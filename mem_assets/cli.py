@@ -7,6 +7,7 @@ import typer
 
 from mem_assets.definitions import defs, tend_memory_job
 from mem_assets.partitions import tenant_partitions
+from mem_assets.run_liveness import fail_dead_runs, process_tags
 from mem_resources.graph import memories
 from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
@@ -37,13 +38,16 @@ def tend(tenants: list[str] = typer.Argument(None, help="Tenants to run; default
         typer.echo(f"No tenant folders in {inbox.root}.", err=True)
         raise typer.Exit(1)
     instance = dg.DagsterInstance.get()
+    for run_id in fail_dead_runs(instance):
+        typer.echo(f"run {run_id}: its process died; marked failed", err=True)
     missing = [t for t in chosen if not instance.has_dynamic_partition(tenant_partitions.name, t)]
     if missing:
         instance.add_dynamic_partitions(tenant_partitions.name, missing)
     job = defs.resolve_job_def(tend_memory_job.name)
     failed = []
     for tenant in chosen:
-        result = job.execute_in_process(partition_key=tenant, instance=instance, raise_on_error=False)
+        result = job.execute_in_process(partition_key=tenant, instance=instance, raise_on_error=False,
+                                        tags=process_tags())
         typer.echo(f"{tenant}: run {result.run_id} {'succeeded' if result.success else 'FAILED'}")
         if not result.success:
             failed.append(tenant)
