@@ -76,7 +76,7 @@ def test_a_killed_cli_run_is_failed_by_run_monitoring_and_by_the_next_cli(neo4j_
             os.killpg(second.pid, signal.SIGKILL)
             second.wait(timeout=30)
         idle = subprocess.run([str(BIN / "memtend"), "tend", tenant + "_idle"], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, check=False)
         assert idle.returncode == 0, idle.stderr[-2000:]
         assert f"run {orphan.dagster_run.run_id}: its process died; marked failed" in idle.stderr
         assert _in_progress(instance, tenant) == []
