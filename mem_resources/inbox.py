@@ -20,7 +20,12 @@ from typing import BinaryIO
 
 from dagster import ConfigurableResource
 
-from mem_resources.tenants import TENANT_PATTERN, inside, is_valid_tenant, validate_tenant
+from mem_resources.tenants import (
+    TENANT_PATTERN,
+    inside,
+    is_valid_tenant,
+    validate_tenant,
+)
 
 log = logging.getLogger(__name__)
 

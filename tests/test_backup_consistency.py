@@ -23,8 +23,8 @@ from mem_assets.lifecycle.operations import (
     open_verified,
     restore_tenant,
 )
-from mem_resources.backup_storage import BackupStorage
-from mem_resources.graph.lifecycle import KEY_LABELS
+from mem_assets.lifecycle.queries import KEY_LABELS
+from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.dagster_server import ROOT
 from tests.support.lifecycle import counts, graph_digest, seed_tenant

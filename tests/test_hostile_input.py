@@ -13,18 +13,23 @@ from typer.testing import CliRunner
 
 from mem_assets.cli import app as memtend_cli
 from mem_assets.context_graph.assets import context_graph
+from mem_assets.context_graph.records import ContextConfig, TenantContext
 from mem_assets.ingest.assets import memory_items
-from mem_assets.ingest.sensors import inbox_sensor
+from mem_assets.ingest.sensors import build_inbox_sensor
 from mem_assets.lifecycle.cli import app as lifecycle_cli
 from mem_assets.lifecycle.jobs import backup_tenant_job
 from mem_assets.lifecycle.operations import backup_tenant, restore_tenant
-from mem_resources.backup_storage import BackupStorage
-from mem_resources.context_model import ContextConfig, TenantContext
+from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.inbox import InboxResource, Rejection
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.tenants import InvalidTenant, OutsideRoot
 from tests.support.lifecycle import seed_tenant
-from tests.support.pipeline import base_resources, materialize_partition, node_count, write_inbox_file
+from tests.support.pipeline import (
+    base_resources,
+    materialize_partition,
+    node_count,
+    write_inbox_file,
+)
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC).isoformat()
 DEEP = 100_000
@@ -157,7 +162,8 @@ def test_folders_with_unsafe_names_are_never_tenants(tmp_path):
     inbox = InboxResource(root=str(root), quarantine_dir=str(tmp_path / "q"))
     assert inbox.tenants() == ["ok"]
     with dg.instance_for_test() as inst:
-        result = inbox_sensor(dg.build_sensor_context(instance=inst, resources={"inbox": inbox}))
+        sensor = build_inbox_sensor(dg.DefaultSensorStatus.RUNNING)
+        result = sensor(dg.build_sensor_context(instance=inst, resources={"inbox": inbox}))
     assert [r.partition_key for r in result.run_requests] == ["ok"]
     for bad in ["ok\n", "..", "../ok"]:
         with pytest.raises(InvalidTenant):

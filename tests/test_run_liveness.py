@@ -15,7 +15,7 @@ import dagster as dg
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
-from mem_assets.run_liveness import fail_dead_runs
+from mem_resources.run_liveness import fail_dead_runs
 from tests.support.dagster_server import ROOT
 from tests.support.pipeline import write_inbox_file
 
@@ -75,7 +75,7 @@ def test_a_killed_cli_run_is_failed_by_run_monitoring_and_by_the_next_cli(neo4j_
         finally:
             os.killpg(second.pid, signal.SIGKILL)
             second.wait(timeout=30)
-        idle = subprocess.run([str(BIN / "memtend"), "tend", tenant + "_idle"], env=env, cwd=ROOT,
+        idle = subprocess.run([str(BIN / "memtend"), "tend", "--create", tenant + "_idle"], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=300, check=False)
         assert idle.returncode == 0, idle.stderr[-2000:]
         assert f"run {orphan.dagster_run.run_id}: its process died; marked failed" in idle.stderr

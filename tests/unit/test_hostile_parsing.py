@@ -5,9 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.ingest.parsing import MAX_NESTING_DEPTH, ParsedLine, nesting_depth, parse_jsonl, parse_lines
-from mem_resources.context_model import ContextRecord
+from mem_assets.context_graph.records import ContextRecord
 from mem_resources.inbox import Rejection
+from mem_resources.parsing import (
+    MAX_NESTING_DEPTH,
+    ParsedLine,
+    nesting_depth,
+    parse_jsonl,
+    parse_lines,
+)
 from mem_resources.tenants import InvalidTenant, is_valid_tenant, validate_tenant
 from mem_resources.text_input import clean_text
 

@@ -11,13 +11,14 @@ from itertools import islice
 
 from neo4j import ManagedTransaction
 
-from mem_assets.ingest.nodes import PlannedMemory, build_nodes, plan
-from mem_assets.ingest.parsing import ParsedLine, parse_lines
+from mem_resources import memory_queries
 from mem_resources.embedder import EmbedderResource
-from mem_resources.graph import memories
-from mem_resources.inbox import InboxFile, InboxResource, Rejection, SkippedPath
+from mem_resources.inbox import InboxFile, InboxResource, Rejection
+from mem_resources.ledger import ingest_new_files, record_skipped
 from mem_resources.memory_model import MemoryItem, utc_now
+from mem_resources.memory_nodes import PlannedMemory, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.parsing import ParsedLine, parse_lines
 
 PREVIEW_ROWS = 10
 
@@ -56,7 +57,7 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
     accepted = [entry.item for entry in chunk if isinstance(entry, ParsedLine)]
     planned = plan(tenant, accepted)
     with neo4j.session() as session:
-        present = session.execute_read(memories.existing_ids, tenant, [p.node_id for p in planned])
+        present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
     fresh = [p for p in planned if p.node_id not in present and p.node_id not in in_flight]
     vectors = embedder.embed([p.item.memory for p in fresh])
     return PreparedChunk(
@@ -69,8 +70,8 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
 def _write_and_trim(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem],
                     working_memory_capacity: int, now: datetime) -> tuple[int, int]:
     """One transaction per chunk: working memory never exceeds capacity + one chunk."""
-    created = memories.write_memories(tx, tenant, nodes)
-    return created, memories.trim_working_memory(tx, tenant, working_memory_capacity, now)
+    created = memory_queries.write_memories(tx, tenant, nodes)
+    return created, memory_queries.trim_working_memory(tx, tenant, working_memory_capacity, now)
 
 
 def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResource,
@@ -107,49 +108,22 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
             )
 
 
-def record_skipped(tenant: str, skipped: list[SkippedPath], done: set[str], neo4j: Neo4jResource,
-                   inbox: InboxResource, now: datetime) -> list[str]:
-    """Quarantine and ledger entries for inbox entries that are not read (links, FIFOs...),
-    once per entry and reason; returns the ones reported now, as 'name: reason'."""
-    fresh = [skip for skip in skipped if skip.ledger_key not in done]
-    if not fresh:
-        return []
-    inbox.quarantine(tenant, [skip.rejection() for skip in fresh])
-    with neo4j.session() as session:
-        for skip in fresh:
-            session.execute_write(memories.record_ingested_file, tenant, {
-                "sha256": skip.ledger_key, "kind": "skipped", "path": str(skip.path),
-                "name": skip.path.name, "reason": skip.reason, "ingested_at": now,
-                "accepted": 0, "rejected": 1, "new": 0,
-            })
-    done.update(skip.ledger_key for skip in fresh)
-    return [f"{skip.path.name}: {skip.reason}" for skip in fresh]
-
-
 def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                   inbox: InboxResource, batch_size: int, max_chars: int,
                   working_memory_capacity: int) -> IngestReport:
     """Ingest every inbox file of ``tenant`` not in the ledger; a file is recorded once done."""
     report = IngestReport()
     now = utc_now()
-    with neo4j.session() as session:
-        done = session.execute_read(memories.ingested_file_hashes, tenant)
     files, skipped = inbox.scan(tenant)
-    report.files_skipped = record_skipped(tenant, skipped, done, neo4j, inbox, now)
-    for file in files:
-        sha = file.sha256()
-        if sha in done:
-            report.files_already_ingested.append(file.path.name)
-            continue
+    report.files_skipped = record_skipped(neo4j, inbox, tenant, skipped, now)
+
+    def ingest(file: InboxFile) -> dict[str, int]:
         before = (report.accepted, report.rejected, report.new)
         ingest_file(file, neo4j, embedder, inbox, batch_size, max_chars,
                     working_memory_capacity, report, now)
-        with neo4j.session() as session:
-            session.execute_write(memories.record_ingested_file, tenant, {
-                "sha256": sha, "path": str(file.path), "name": file.path.name,
-                "ingested_at": now, "accepted": report.accepted - before[0],
-                "rejected": report.rejected - before[1], "new": report.new - before[2],
-            })
-        done.add(sha)
-        report.files_ingested.append(file.path.name)
+        return {"accepted": report.accepted - before[0], "rejected": report.rejected - before[1],
+                "new": report.new - before[2]}
+
+    ledger = ingest_new_files(neo4j, tenant, files, now, ingest)
+    report.files_ingested, report.files_already_ingested = ledger.ingested, ledger.already_ingested
     return report
