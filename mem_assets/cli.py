@@ -17,7 +17,9 @@ from mem_assets.lifecycle.cli import app as lifecycle_app
 from mem_resources import memory_queries
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.run_liveness import fail_dead_runs, process_tags
 from mem_resources.settings import load_settings
+from mem_resources.tenants import InvalidTenant, validate_tenant
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -84,6 +86,13 @@ def _known_or_exit(instance: dg.DagsterInstance, tenants: list[str], inbox_tenan
         raise typer.Exit(2)
 
 
+def _valid_tenants(names: list[str]) -> list[str]:
+    try:
+        return [validate_tenant(name) for name in names]
+    except InvalidTenant as exc:
+        raise typer.BadParameter(str(exc), param_hint="TENANTS") from exc
+
+
 @app.command()
 def tend(
     tenants: Annotated[list[str] | None, typer.Argument(help="Tenants to run; default: every inbox tenant.")] = None,
@@ -96,11 +105,13 @@ def tend(
 
     inbox = defs.resources["inbox"]
     inbox_tenants = inbox.tenants()
-    chosen = tenants or inbox_tenants
+    chosen = _valid_tenants(tenants or inbox_tenants)
     if not chosen:
         typer.secho(f"No tenant folders in {inbox.root}.", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
     instance = dg.DagsterInstance.get()
+    for run_id in fail_dead_runs(instance):
+        typer.echo(f"run {run_id}: its process died; marked failed", err=True)
     _known_or_exit(instance, chosen, inbox_tenants, create)
     missing = [t for t in chosen if not instance.has_dynamic_partition(tenant_partitions.name, t)]
     if missing:
@@ -116,7 +127,7 @@ def tend(
             progress.update(task, description=f"tending {tenant}")
             start = time.monotonic()
             result = job.execute_in_process(partition_key=tenant, instance=instance,
-                                            raise_on_error=False,
+                                            raise_on_error=False, tags=process_tags(),
                                             run_config=None if verbose else QUIET_LOGGING)
             reports.append((tenant, result, time.monotonic() - start))
             if not result.success:
@@ -138,6 +149,7 @@ def tend(
 @app.command()
 def inspect(tenant: str) -> None:
     """Print a tenant's memory counts by memory type, kind and status, and its edge counts."""
+    [tenant] = _valid_tenants([tenant])
     neo4j = Neo4jResource.from_settings(load_settings())
     try:
         with neo4j.session() as session:

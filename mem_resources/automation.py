@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterable
 
 import dagster as dg
 
-from mem_resources.inbox import InboxFile, InboxResource
+from mem_resources.inbox import InboxFile, InboxResource, SkippedPath
 from mem_resources.partitions import tenant_partitions
+from mem_resources.tenants import validate_tenant
 
 
 def sensor_status(on: bool) -> dg.DefaultSensorStatus:
@@ -35,17 +36,18 @@ def add_unknown_tenants(context: dg.SensorEvaluationContext,
 
 
 def request_changed_tenants(context: dg.SensorEvaluationContext, inbox: InboxResource,
-                            files_of: Callable[[str], list[InboxFile]],
+                            scan_of: Callable[[str], tuple[list[InboxFile], list[SkippedPath]]],
                             run_key_prefix: str) -> dg.SensorResult:
     """One run per tenant whose file set changed since the cursor; unknown tenants become
-    partitions in the same tick. The run key carries the digest, so a file set triggers once."""
+    partitions in the same tick. The run key carries the digest, so a file set triggers once.
+    Skipped entries (links, FIFOs) count too, so that a run records why they were skipped."""
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     requests: list[dg.RunRequest] = []
-    for tenant in inbox.tenants():
-        files = files_of(tenant)
-        if not files:
+    for tenant in map(validate_tenant, inbox.tenants()):
+        files, skipped = scan_of(tenant)
+        if not files and not skipped:
             continue
-        files_digest = digest(f.fingerprint for f in files)
+        files_digest = digest(f.fingerprint for f in [*files, *skipped])
         if seen.get(tenant) == files_digest:
             continue
         requests.append(dg.RunRequest(partition_key=tenant,

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from mem_resources import memory_queries
-from mem_resources.inbox import InboxFile
+from mem_resources.inbox import InboxFile, InboxResource, SkippedPath
 from mem_resources.neo4j_resource import Neo4jResource
 
 
@@ -44,3 +44,25 @@ def ingest_new_files(neo4j: Neo4jResource, tenant: str, files: list[InboxFile], 
         done.add(key)
         run.ingested.append(file.path.name)
     return run
+
+
+def record_skipped(neo4j: Neo4jResource, inbox: InboxResource, tenant: str,
+                   skipped: list[SkippedPath], now: datetime) -> list[str]:
+    """Quarantine and ledger entries for inbox entries that are not read (links, FIFOs...),
+    once per entry and reason; returns the ones reported now, as 'name: reason'."""
+    if not skipped:
+        return []
+    with neo4j.session() as session:
+        done = session.execute_read(memory_queries.ingested_file_hashes, tenant)
+    fresh = [skip for skip in skipped if skip.ledger_key not in done]
+    if not fresh:
+        return []
+    inbox.quarantine(tenant, [skip.rejection() for skip in fresh])
+    with neo4j.session() as session:
+        for skip in fresh:
+            session.execute_write(memory_queries.record_ingested_file, tenant, {
+                "sha256": skip.ledger_key, "kind": "skipped", "path": str(skip.path),
+                "name": skip.path.name, "reason": skip.reason, "ingested_at": now,
+                "accepted": 0, "rejected": 1, "new": 0,
+            })
+    return [f"{skip.path.name}: {skip.reason}" for skip in fresh]

@@ -10,7 +10,7 @@ from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
 from mem_resources.metadata import preview_table
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.partitions import tenant_partitions
+from mem_resources.partitions import tenant_of, tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
 
 SCHEMA_CHECK = "matches_reference_schema"
@@ -37,16 +37,19 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
                   context_profiles: ContextProfiles) -> dg.MaterializeResult:
     """Seed 002's context graph: realtime/offline records as memories with characters, scenes,
     conversations and claims (older single-valued claims superseded)."""
-    tenant = context.partition_key
+    tenant = tenant_of(context)
     profiles = context_profiles.load(config.config_file)
     report = ingest_context(tenant, neo4j, embedder, inbox, profiles, config.batch_size,
                             config.working_memory_capacity)
+    for skipped in report.files_skipped:
+        context.log.warning(f"context inbox entry skipped, not read: {skipped}")
     if report.rejected:
         context.log.warning(f"{report.rejected} records quarantined in {inbox.quarantine_path(tenant)}")
     superseded = [{"superseded": old, "by": new} for old, new in report.superseded]
     return dg.MaterializeResult(metadata={
         "files_ingested": len(report.files_ingested),
         "files_already_ingested": len(report.files_already_ingested),
+        "files_skipped": report.files_skipped,
         "accepted": report.accepted,
         "rejected": report.rejected,
         "new_memories": report.new_memories,
@@ -72,7 +75,7 @@ def graph_schema(context: dg.AssetExecutionContext, config: GraphSchemaConfig,
                  neo4j: Neo4jResource) -> dg.MaterializeResult:
     """The tenant's live graph schema (node types, properties, relationships), diffed against
     the reference so that realtime and offline writers stay compatible."""
-    tenant = context.partition_key
+    tenant = tenant_of(context)
     document = schema_doc.export_document(neo4j, tenant)
     reference = schema_doc.load_document(config.reference_file or schema_doc.REFERENCE_PATH)
     differences = schema_doc.diff(reference, document)

@@ -28,7 +28,7 @@ from mem_assets.context_graph.records import (
 from mem_resources import memory_queries
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
-from mem_resources.ledger import ingest_new_files
+from mem_resources.ledger import ingest_new_files, record_skipped
 from mem_resources.memory_model import SourceMessage, utc_now
 from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
@@ -48,6 +48,7 @@ class ParsedRecord:
 class ContextIngestReport:
     files_ingested: list[str] = field(default_factory=list)
     files_already_ingested: list[str] = field(default_factory=list)
+    files_skipped: list[str] = field(default_factory=list)
     accepted: int = 0
     rejected: int = 0
     new_memories: int = 0
@@ -57,10 +58,6 @@ class ContextIngestReport:
     working_trimmed: int = 0
     rejection_kinds: Counter[str] = field(default_factory=Counter)
     preview: list[dict[str, str]] = field(default_factory=list)
-
-
-def context_files(inbox: InboxResource, tenant: str) -> list[InboxFile]:
-    return inbox.files(tenant, CONTEXT_FOLDER)
 
 
 def ledger_key(sha256: str) -> str:
@@ -132,6 +129,8 @@ def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource
     report = ContextIngestReport()
     profile = config.for_tenant(tenant)
     now = utc_now()
+    files, skipped = inbox.scan(tenant, CONTEXT_FOLDER)
+    report.files_skipped = record_skipped(neo4j, inbox, tenant, skipped, now)
 
     def ingest(file: InboxFile) -> dict[str, int]:
         before = (report.accepted, report.rejected, report.new_memories)
@@ -146,7 +145,7 @@ def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource
         return {"accepted": report.accepted - before[0], "rejected": report.rejected - before[1],
                 "new": report.new_memories - before[2]}
 
-    ledger = ingest_new_files(neo4j, tenant, context_files(inbox, tenant), now, ingest,
+    ledger = ingest_new_files(neo4j, tenant, files, now, ingest,
                               key_of=ledger_key, extra={"kind": "context"})
     report.files_ingested, report.files_already_ingested = ledger.ingested, ledger.already_ingested
     if report.new_memories:

@@ -32,6 +32,7 @@ from mem_resources.memory_model import (
     normalize_text,
     payload_hash,
 )
+from mem_resources.text_input import Cleaned, Visible
 
 #: Node type by id prefix (seed 002, "节点类型").
 NODE_TYPE_BY_PREFIX = {
@@ -129,11 +130,13 @@ class ClaimRecord(BaseModel):
 
     predicate: Ident
     domain: Ident
-    object: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+    object: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500), Cleaned,
+                      Visible]
     status: Ident = ACTIVE
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     about: Role | None = Field(default=None, description="whose claim; defaults to the memory's owner")
-    topic: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = None
+    topic: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), Cleaned,
+                     Visible] | None = None
 
 
 class TenantContext(BaseModel):
@@ -173,7 +176,8 @@ class ContextRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    memory: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
+    memory: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000), Cleaned,
+                      Visible]
     created_at: datetime
     conversation: str | None = Field(
         default=None, description="YYYY-MM-DD (realtime) or chNN (offline); default: created_at's date")

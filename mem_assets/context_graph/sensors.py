@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from mem_assets.context_graph.loading import context_files
+from mem_assets.context_graph.loading import CONTEXT_FOLDER
 from mem_resources.automation import request_changed_tenants
 from mem_resources.inbox import InboxResource
 
@@ -13,7 +13,7 @@ def build_context_inbox_sensor(default_status: dg.DefaultSensorStatus) -> dg.Sen
     def context_inbox_sensor(context: dg.SensorEvaluationContext,
                              inbox: InboxResource) -> dg.SensorResult:
         """One context run (ingest + schema check) per tenant whose ``context/`` files changed."""
-        return request_changed_tenants(context, inbox, lambda tenant: context_files(inbox, tenant),
+        return request_changed_tenants(context, inbox, lambda tenant: inbox.scan(tenant, CONTEXT_FOLDER),
                                        "context")
 
     return context_inbox_sensor

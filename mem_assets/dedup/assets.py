@@ -23,7 +23,7 @@ from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.partitions import tenant_partitions
+from mem_resources.partitions import tenant_of, tenant_partitions
 
 
 class DedupConfig(dg.Config):
@@ -67,7 +67,7 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
                      embedder: EmbedderResource) -> pd.DataFrame:
     """Pairs of an unchecked node and an activated node of the same tenant and memory type that
     are close in embedding space, or identical by payload hash."""
-    tenant = context.partition_key
+    tenant = tenant_of(context)
     threshold = config.threshold if config.threshold is not None else default_threshold(embedder)
     seen_at = utc_now()
     with neo4j.session() as session:
@@ -113,7 +113,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
                        neo4j: Neo4jResource, judge: JudgeResource) -> pd.DataFrame:
     """Each candidate pair labelled redundant, contradictory or independent, with a reason;
     judged once per content pair (cached in the graph), so reruns cost no judge calls."""
-    tenant = context.partition_key
+    tenant = tenant_of(context)
     with neo4j.session() as session:
         report = judge_pairs(dedup_candidates, judge,
                              lambda keys: session.execute_read(queries.cached_judgments, tenant, keys))
@@ -154,7 +154,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
                  embedder: EmbedderResource, judge: JudgeResource) -> pd.DataFrame:
     """Resolutions applied to the graph: redundant groups merged (originals archived with
     MERGED_TO, their edges moved), contradictions fused or resolved newer-wins (SUPERSEDED_BY)."""
-    tenant = context.partition_key
+    tenant = tenant_of(context)
     now = utc_now()
     judgments = relation_judgments
     ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))

@@ -6,7 +6,7 @@ from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
 from mem_resources.metadata import preview_table
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.partitions import tenant_partitions
+from mem_resources.partitions import tenant_of, tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
 
 
@@ -23,14 +23,17 @@ class IngestConfig(WorkingMemoryConfig):
 def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j: Neo4jResource,
                  embedder: EmbedderResource, inbox: InboxResource) -> dg.MaterializeResult:
     """The tenant's memory nodes: new inbox lines written as long-term + working memory."""
-    tenant = context.partition_key
+    tenant = tenant_of(context)
     report = ingest_tenant(tenant, neo4j, embedder, inbox, config.batch_size,
                            config.max_text_chars, config.working_memory_capacity)
+    for skipped in report.files_skipped:
+        context.log.warning(f"inbox entry skipped, not read: {skipped}")
     if report.rejected:
         context.log.warning(f"{report.rejected} lines quarantined in {inbox.quarantine_path(tenant)}")
     return dg.MaterializeResult(metadata={
         "files_ingested": report.files_ingested,
         "files_already_ingested": len(report.files_already_ingested),
+        "files_skipped": report.files_skipped,
         "accepted": report.accepted,
         "rejected": report.rejected,
         "new": report.new,

@@ -14,7 +14,7 @@ from neo4j import ManagedTransaction
 from mem_resources import memory_queries
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
-from mem_resources.ledger import ingest_new_files
+from mem_resources.ledger import ingest_new_files, record_skipped
 from mem_resources.memory_model import MemoryItem, utc_now
 from mem_resources.memory_nodes import PlannedMemory, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
@@ -27,6 +27,7 @@ PREVIEW_ROWS = 10
 class IngestReport:
     files_ingested: list[str] = field(default_factory=list)
     files_already_ingested: list[str] = field(default_factory=list)
+    files_skipped: list[str] = field(default_factory=list)
     accepted: int = 0
     rejected: int = 0
     new: int = 0
@@ -113,6 +114,8 @@ def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
     """Ingest every inbox file of ``tenant`` not in the ledger; a file is recorded once done."""
     report = IngestReport()
     now = utc_now()
+    files, skipped = inbox.scan(tenant)
+    report.files_skipped = record_skipped(neo4j, inbox, tenant, skipped, now)
 
     def ingest(file: InboxFile) -> dict[str, int]:
         before = (report.accepted, report.rejected, report.new)
@@ -121,6 +124,6 @@ def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
         return {"accepted": report.accepted - before[0], "rejected": report.rejected - before[1],
                 "new": report.new - before[2]}
 
-    ledger = ingest_new_files(neo4j, tenant, inbox.files(tenant), now, ingest)
+    ledger = ingest_new_files(neo4j, tenant, files, now, ingest)
     report.files_ingested, report.files_already_ingested = ledger.ingested, ledger.already_ingested
     return report

@@ -11,6 +11,6 @@ def build_inbox_sensor(default_status: dg.DefaultSensorStatus) -> dg.SensorDefin
                default_status=default_status)
     def inbox_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource) -> dg.SensorResult:
         """One ingest run per tenant whose inbox files changed; new tenant folders become partitions."""
-        return request_changed_tenants(context, inbox, inbox.files, "ingest")
+        return request_changed_tenants(context, inbox, inbox.scan, "ingest")
 
     return inbox_sensor

@@ -30,7 +30,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ValidationError
 
 from mem_assets.lifecycle.codec import CodecError, decode_properties, dumps_line
-from mem_resources.inbox import TENANT_NAME
+from mem_resources.tenants import inside, validate_tenant
 
 FORMAT = "memtend-tenant-backup"
 FORMAT_VERSION = 1
@@ -72,10 +72,8 @@ class Manifest(BaseModel):
 
 
 def check_tenant(tenant: str) -> str:
-    """Tenant names double as folder names: the inbox's rule keeps them path-safe."""
-    if not TENANT_NAME.match(tenant):
-        raise ValueError(f"invalid tenant name {tenant!r} (expected {TENANT_NAME.pattern})")
-    return tenant
+    """Tenant names double as folder names: the one tenant rule keeps them path-safe."""
+    return validate_tenant(tenant)
 
 
 def combined_checksum(files: dict[str, FileEntry]) -> str:
@@ -130,8 +128,7 @@ class BackupWriter:
     external_relationships: int = 0
 
     def __enter__(self) -> Self:
-        check_tenant(self.tenant)
-        folder = self.root / self.tenant
+        folder = tenant_folder(self.root, self.tenant)
         folder.mkdir(parents=True, exist_ok=True)
         self.backup_id = self.backup_id or self.created_at.strftime(_ID_FORMAT)
         self.final_path = folder / self.backup_id
@@ -241,18 +238,47 @@ class BackupReader:
 
     def verify(self, key_labels: Collection[str]) -> None:
         """Stream every file once: line counts, sha256, the shape of each line and its values
-        must match, and nodes must belong to the manifest's tenant under a known key label."""
-        for name, entry in self.manifest.files.items():
+        must match, nodes must belong to the manifest's tenant under a known key label, every
+        relationship must join two nodes of the backup, and the content must add up to the
+        manifest's counts (which its checksum does not cover). Nothing is written before this."""
+        addresses: set[tuple[str, str]] = set()
+        labels: Counter[str] = Counter()
+        relationship_types: Counter[str] = Counter()
+        dangling: list[str] = []
+        for name in (NODES, RELATIONSHIPS):
+            entry = self.manifest.files[name]
             digest, lines = hashlib.sha256(), 0
             for line in self._lines(name):
                 digest.update(line)
                 lines += 1
-                self._check(_parse(line, name, lines), name, lines, key_labels)
+                record = _parse(line, name, lines)
+                self._check(record, name, lines, key_labels)
+                if name == NODES:
+                    address = (record["key"], record["id"])
+                    if address in addresses:
+                        raise BackupError(f"{self.path / name} line {lines}: node {record['id']!r} "
+                                          "appears twice")
+                    addresses.add(address)
+                    labels.update(record["labels"])
+                    continue
+                relationship_types[record["type"]] += len(record["props"])
+                dangling += [f"{record['type']} {record['start']} -> {record['end']}"
+                             for end in ((record["start_key"], record["start"]),
+                                         (record["end_key"], record["end"])) if end not in addresses]
             if lines != entry.lines or digest.hexdigest() != entry.sha256:
                 raise BackupError(
                     f"{self.path / name} does not match the manifest ({lines} lines, sha256 "
                     f"{digest.hexdigest()[:12]}…; expected {entry.lines}, {entry.sha256[:12]}…)"
                 )
+        if dangling:
+            raise BackupError(f"{self.path}: {len(dangling)} relationship ends are not in the backup "
+                              f"(first: {dangling[0]}); it cannot be restored")
+        found = BackupCounts(nodes=len(addresses), relationships=sum(relationship_types.values()),
+                             labels=dict(labels), relationship_types=dict(relationship_types),
+                             external_relationships=self.manifest.counts.external_relationships)
+        if found != self.manifest.counts:
+            raise BackupError(f"{self.path}: content does not add up to the manifest's counts "
+                              f"(found {found.model_dump()}, manifest {self.manifest.counts.model_dump()})")
 
     def _check(self, record: dict[str, Any], name: str, number: int,
                key_labels: Collection[str]) -> None:
@@ -301,7 +327,7 @@ def _parse(line: bytes, name: str, number: int) -> dict[str, Any]:
 # --- listing and rotation ----------------------------------------------------------------------
 
 def tenant_folder(root: Path, tenant: str) -> Path:
-    return root / check_tenant(tenant)
+    return inside(root, check_tenant(tenant))
 
 
 def list_backups(root: Path, tenant: str) -> list[Path]:

@@ -38,11 +38,22 @@ from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memo
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.settings import load_settings
+from mem_resources.tenants import InvalidTenant, validate_tenant
 
 T = TypeVar("T")
+
+
+def _tenant(name: str) -> str:
+    try:
+        return validate_tenant(name)
+    except InvalidTenant as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 app = typer.Typer(help="Back up, restore, drop and soft-delete a tenant's memory graph.",
                   no_args_is_help=True, add_completion=False)
 
+Tenant = Annotated[str, typer.Argument(callback=_tenant, help="Tenant name.")]
 BackupDir = Annotated[Path | None, typer.Option(help="Backups root folder; default MEMTEND_BACKUP_DIR.")]
 KeepLast = Annotated[int, typer.Option(min=1, help="Backups kept per tenant.")]
 Ids = Annotated[list[str] | None, typer.Option("--id", help="Memory id (repeatable).")]
@@ -81,7 +92,7 @@ def _with_partitions(action: Callable[[DagsterInstance], None]) -> None:
 
 
 @app.command()
-def backup(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
+def backup(tenant: Tenant, keep_last: KeepLast = DEFAULT_KEEP_LAST,
            backup_dir: BackupDir = None) -> None:
     """Stream the tenant's subgraph into a new backup, then rotate old ones."""
     result = _run(lambda neo4j: backup_tenant(neo4j, _backups(backup_dir), tenant, keep_last))
@@ -91,7 +102,7 @@ def backup(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
 
 
 @app.command("list-backups")
-def list_backups_command(tenant: str, backup_dir: BackupDir = None) -> None:
+def list_backups_command(tenant: Tenant, backup_dir: BackupDir = None) -> None:
     """The tenant's backups, oldest first."""
     try:
         manifests = [BackupReader.open(path).manifest for path in list_backups(_backups(backup_dir), tenant)]
@@ -104,7 +115,7 @@ def list_backups_command(tenant: str, backup_dir: BackupDir = None) -> None:
 
 
 @app.command()
-def restore(tenant: str, backup_id: Annotated[str | None, typer.Option(help="Default: newest.")] = None,
+def restore(tenant: Tenant, backup_id: Annotated[str | None, typer.Option(help="Default: newest.")] = None,
             backup_dir: BackupDir = None) -> None:
     """Verify a backup, then merge it back into the graph (safe to repeat)."""
     result = _run(lambda neo4j: restore_tenant(neo4j, _backups(backup_dir), tenant, backup_id))
@@ -118,7 +129,7 @@ def restore(tenant: str, backup_id: Annotated[str | None, typer.Option(help="Def
 
 
 @app.command()
-def drop(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
+def drop(tenant: Tenant, keep_last: KeepLast = DEFAULT_KEEP_LAST,
          backup_dir: BackupDir = None,
          yes: Annotated[bool, typer.Option("--yes", help="Don't ask for confirmation.")] = False,
          ) -> None:
@@ -142,7 +153,7 @@ def _filter(types: list[str] | None, statuses: list[str] | None, tags: list[str]
 
 
 @app.command("soft-delete")
-def soft_delete(tenant: str, ids: Ids = None, types: Types = None, statuses: Statuses = None,
+def soft_delete(tenant: Tenant, ids: Ids = None, types: Types = None, statuses: Statuses = None,
                 tags: Tags = None, key: Key = None, contains: Contains = None, before: Before = None,
                 after: After = None, twins: Twins = True,
                 evolve_to: Annotated[list[str] | None, typer.Option(help="Evolved-into id.")] = None,
@@ -157,7 +168,7 @@ def soft_delete(tenant: str, ids: Ids = None, types: Types = None, statuses: Sta
 
 
 @app.command()
-def undelete(tenant: str, ids: Ids = None, types: Types = None, statuses: Statuses = None,
+def undelete(tenant: Tenant, ids: Ids = None, types: Types = None, statuses: Statuses = None,
              tags: Tags = None, key: Key = None, contains: Contains = None, before: Before = None,
              after: After = None, twins: Twins = True) -> None:
     """Return soft-deleted memories to their previous status."""

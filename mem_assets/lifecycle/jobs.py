@@ -15,10 +15,17 @@ from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memo
 from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.tenants import TenantName, is_valid_tenant
+
+
+def tenant_run_tags(tenant: str) -> dict[str, str]:
+    """Tags that put a lifecycle run under the per-tenant run limit of dagster.yaml (keyed on
+    the partition tag every pipeline run of the tenant carries)."""
+    return {"memtend/tenant": tenant, "dagster/partition": tenant}
 
 
 class TenantConfig(dg.Config):
-    tenant: str = Field(description="Tenant (partition key, user_name on every node).")
+    tenant: TenantName = Field(description="Tenant (partition key, user_name on every node).")
 
 
 class BackupConfig(TenantConfig):
@@ -173,12 +180,15 @@ def undelete_job() -> None:
 @dg.schedule(job=backup_tenant_job, cron_schedule="30 2 * * *",
              default_status=dg.DefaultScheduleStatus.STOPPED)
 def nightly_backups(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
-    """One backup run per tenant each night; rotation keeps the last 30."""
+    """One backup run per tenant each night; rotation keeps the last 30. Each run carries its
+    tenant's partition tag, so the instance's one-run-per-tenant limit keeps it from reading
+    while a pipeline run writes that tenant."""
     day = context.scheduled_execution_time.strftime("%Y-%m-%d")
     return [
-        dg.RunRequest(run_key=f"backup:{day}:{tenant}", tags={"memtend/tenant": tenant},
+        dg.RunRequest(run_key=f"backup:{day}:{tenant}", tags=tenant_run_tags(tenant),
                       run_config={"ops": {"backup_tenant_op": {"config": {"tenant": tenant}}}})
         for tenant in context.instance.get_dynamic_partitions(tenant_partitions.name)
+        if is_valid_tenant(tenant)
     ]
 
 

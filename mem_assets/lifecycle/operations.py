@@ -34,6 +34,10 @@ class LifecycleError(RuntimeError):
     """The tenant is not in a state the operation can safely handle; nothing was deleted."""
 
 
+class InconsistentRead(BackupError):
+    """The graph changed while a backup read it: a relationship points at a node not in it."""
+
+
 def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
@@ -58,6 +62,16 @@ class RestoreResult:
     relationships_created: int = 0
     verify_seconds: float = 0.0
     seconds: float = 0.0
+
+
+@dataclass
+class RestoreUndo:
+    """What a restore changed so far, to give back if it fails midway."""
+
+    nodes_created: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    nodes_changed: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    relationships_created: list[str] = field(default_factory=list)
+    relationships_changed: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -102,35 +116,60 @@ def _rel_group(rel: dict[str, Any]) -> tuple[str, str, str, str]:
     return rel["start"], rel["type"], rel["end_key"], rel["end"]
 
 
-def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
-                  page_size: int = 1000, compresslevel: int = 1) -> BackupResult:
-    """Stream the tenant's nodes (keyset pages per key label) and their relationships to disk,
-    publish the backup, then rotate older ones away."""
-    check_tenant(tenant)
-    if keep_last < 1:
-        raise ValueError("keep_last must be at least 1")
-    started = time.perf_counter()
+def _write_backup(neo4j: Neo4jResource, root: Path, tenant: str, page_size: int,
+                  compresslevel: int) -> tuple[Path, Manifest]:
+    """One pass over the tenant; published only if every relationship end was read too."""
     with neo4j.session() as session:
         unaddressable = session.execute_read(queries.unaddressable_nodes, tenant)
         if unaddressable:
             raise LifecycleError(
                 f"{unaddressable} nodes of {tenant!r} have no key label "
                 f"({', '.join(queries.KEY_LABELS)}) or no string id; a backup could not restore "
-                "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/graph/schema.py."
+                "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/schema.py."
             )
+        read: set[tuple[str, str]] = set()
+        pointed_at: set[tuple[str, str]] = set()
         with BackupWriter(root, tenant, compresslevel=compresslevel) as writer:
             for page in _pages(session, tenant, page_size):
                 for node in page.nodes:
                     writer.write_node(node["id"], node["labels"], page.label,
                                       encode_properties(node["props"]))
+                    read.add((page.label, node["id"]))
                 rels = sorted(page.relationships, key=_rel_group)
                 for (start, rel_type, end_key, end), group in groupby(rels, key=_rel_group):
                     writer.write_relationships(page.label, start, rel_type, end_key, end,
                                                [encode_properties(r["props"]) for r in group])
+                    pointed_at.add((end_key, end))
                 writer.external_relationships += page.external
-            manifest = writer.commit()
+            if missing := pointed_at - read:
+                raise InconsistentRead(f"{len(missing)} relationship ends of {tenant!r} were not read "
+                                       "(the graph changed during the backup)")
+            return writer.final_path, writer.commit()
+
+
+def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
+                  page_size: int = 1000, compresslevel: int = 1, attempts: int = 3) -> BackupResult:
+    """Stream the tenant's nodes (keyset pages per key label) and their relationships to disk,
+    publish the backup, then rotate older ones away.
+
+    Pages are read in separate transactions, so a backup is only a consistent snapshot when
+    nothing writes the tenant meanwhile (the backup job shares the pipeline's per-tenant run
+    limit). As a safety net, a pass that read a relationship without its end node is discarded
+    and retried, up to ``attempts`` passes: a published backup always restores.
+    """
+    check_tenant(tenant)
+    if keep_last < 1:
+        raise ValueError("keep_last must be at least 1")
+    started = time.perf_counter()
+    for attempt in range(1, attempts + 1):
+        try:
+            path, manifest = _write_backup(neo4j, root, tenant, page_size, compresslevel)
+            break
+        except InconsistentRead:
+            if attempt == attempts:
+                raise
     rotated = rotate(root, tenant, keep_last)
-    return BackupResult(writer.final_path, manifest, rotated, time.perf_counter() - started)
+    return BackupResult(path, manifest, rotated, time.perf_counter() - started)
 
 
 def open_verified(root: Path, tenant: str, backup_id: str | None) -> BackupReader:
@@ -165,26 +204,62 @@ def _relationship_batches(reader: BackupReader,
         yield groups
 
 
+def _write_restore(session: Session, tenant: str, reader: BackupReader, batch_size: int,
+                   result: RestoreResult, undo: RestoreUndo) -> None:
+    for node_batch in _node_batches(reader, batch_size):
+        for key, rows in node_batch.items():
+            created, changed = session.execute_write(queries.merge_nodes, tenant, key, rows)
+            undo.nodes_created[key] += created
+            undo.nodes_changed[key] += changed
+            result.nodes_created += len(created)
+            result.nodes += len(rows)
+    for rel_batch in _relationship_batches(reader, batch_size):
+        for (start_key, rel_type, end_key), rows in rel_batch.items():
+            matched, created, changed = session.execute_write(
+                queries.merge_relationships, tenant, start_key, rel_type, end_key, rows)
+            undo.relationships_created += created
+            undo.relationships_changed += changed
+            if matched != len(rows):
+                raise BackupError(f"{reader.path}: {len(rows) - matched} {rel_type} relationships "
+                                  "lost an end node while restoring (a concurrent delete?)")
+            result.relationships += sum(len(row["props"]) for row in rows)
+            result.relationships_created += len(created)
+
+
+def _roll_back(session: Session, tenant: str, undo: RestoreUndo, batch_size: int) -> None:
+    """Undo a failed restore, newest first: relationships, then node changes, then new nodes."""
+    for created in chunks(undo.relationships_created, batch_size):
+        session.execute_write(queries.undo_relationships, tenant, created, [])
+    for changed in chunks(undo.relationships_changed, batch_size):
+        session.execute_write(queries.undo_relationships, tenant, [], changed)
+    for key, nodes in undo.nodes_changed.items():
+        for changed in chunks(nodes, batch_size):
+            session.execute_write(queries.undo_node_changes, tenant, key, changed)
+    for key, ids in undo.nodes_created.items():
+        for created in chunks(ids, batch_size):
+            session.execute_write(queries.delete_nodes, tenant, key, created)
+
+
 def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str | None = None,
                    batch_size: int = 500) -> RestoreResult:
-    """Verify the backup, then MERGE its nodes and relationships back in batches (idempotent)."""
+    """Verify the backup completely (files, endpoints, counts), then MERGE its nodes and
+    relationships back in batches (idempotent). All or nothing: if a write fails, what this
+    restore created is deleted and what it changed is given back before the error is raised."""
     started = time.perf_counter()
-    reader = open_verified(root, tenant, backup_id)
+    reader = open_verified(root, check_tenant(tenant), backup_id)
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
+    undo = RestoreUndo()
     with neo4j.session() as session:
-        for node_batch in _node_batches(reader, batch_size):
-            for key, rows in node_batch.items():
-                result.nodes_created += session.execute_write(queries.merge_nodes, tenant, key, rows)
-                result.nodes += len(rows)
-        for rel_batch in _relationship_batches(reader, batch_size):
-            for (start_key, rel_type, end_key), rows in rel_batch.items():
-                matched, created = session.execute_write(
-                    queries.merge_relationships, tenant, start_key, rel_type, end_key, rows)
-                if matched != len(rows):
-                    raise BackupError(f"{reader.path}: {len(rows) - matched} {rel_type} "
-                                      "relationships point at nodes missing from the backup")
-                result.relationships += sum(len(row["props"]) for row in rows)
-                result.relationships_created += created
+        try:
+            _write_restore(session, tenant, reader, batch_size, result, undo)
+        except BaseException as failure:
+            try:
+                _roll_back(session, tenant, undo, batch_size)
+            except Exception as rollback_failure:  # noqa: BLE001 -- reported with the failure
+                raise BackupError(
+                    f"restoring {reader.path.name} failed ({failure}) and rolling it back failed "
+                    f"too ({rollback_failure}); run the restore again to complete it") from failure
+            raise
     result.seconds = time.perf_counter() - started
     return result
 

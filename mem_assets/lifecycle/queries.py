@@ -196,33 +196,44 @@ def tenant_node_count(tx: ManagedTransaction, tenant: str) -> int:
 
 # --- restore and drop --------------------------------------------------------------------------
 
-def merge_nodes(tx: ManagedTransaction, tenant: str, label: str, rows: list[dict[str, Any]]) -> int:
+def merge_nodes(tx: ManagedTransaction, tenant: str, label: str,
+                rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """MERGE on (label, tenant, id), then make labels and properties exactly the backup's.
 
     Rows: ``{"id", "labels", "props"}``. Running it twice changes nothing the second time.
+    Returns what undoes it: the ids created, and ``{"id", "labels", "props"}`` as they were
+    for the existing nodes it changed.
     """
-    summary = tx.run(
+    result = tx.run(
         f"""
         UNWIND $rows AS row
+        OPTIONAL MATCH (old:{quote_name(label)} {{user_name: $tenant, id: row.id}})
+        WITH row, old IS NULL AS created,
+             CASE WHEN old IS NOT NULL AND (properties(old) <> row.props
+                                            OR any(l IN row.labels WHERE NOT l IN labels(old)))
+                  THEN {{id: row.id, labels: labels(old), props: properties(old)}} END AS before
         MERGE (n:{quote_name(label)} {{user_name: $tenant, id: row.id}})
         SET n = row.props
         SET n:$(row.labels)
+        RETURN collect(CASE WHEN created THEN row.id END) AS created, collect(before) AS changed
         """,
         tenant=tenant, rows=rows,
-    ).consume()
-    return summary.counters.nodes_created
+    ).single(strict=True)
+    return result["created"], result["changed"]
 
 
 def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, rel_type: str,
-                        end_label: str, rows: list[dict[str, Any]]) -> tuple[int, int]:
+                        end_label: str, rows: list[dict[str, Any]]
+                        ) -> tuple[int, list[str], list[dict[str, Any]]]:
     """Make the (start)-[type]->(end) relationships carry exactly the backup's property maps.
 
     Rows: ``{"start", "end", "props": [map, ...]}``, one map per parallel relationship. Existing
     relationships (in elementId order) are updated first, missing ones created, none removed, so
-    a repeated restore creates nothing. Returns (rows whose two ends were found, created).
+    a repeated restore creates nothing. Returns the rows whose two ends were found, and what
+    undoes it: the elementIds created, ``{"rel", "props"}`` as they were for those changed.
     """
     typ = quote_name(rel_type)
-    result = tx.run(
+    record = tx.run(
         f"""
         UNWIND $rows AS row
         MATCH (a:{quote_name(start_label)} {{user_name: $tenant, id: row.start}})
@@ -237,25 +248,68 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
             CALL (a, b, row, existing, i) {{
                 WITH * WHERE i < size(existing)
                 WITH existing[i] AS r, row.props[i] AS props
+                WITH r, props, CASE WHEN properties(r) <> props THEN properties(r) END AS before
                 SET r = props
-            }}
-            CALL (a, b, row, existing, i) {{
+                RETURN elementId(r) AS rel, before, false AS created
+              UNION
                 WITH * WHERE i >= size(existing)
                 CREATE (a)-[r:{typ}]->(b)
                 SET r = row.props[i]
+                RETURN elementId(r) AS rel, null AS before, true AS created
             }}
+            RETURN collect(CASE WHEN created THEN rel END) AS created,
+                   collect(CASE WHEN before IS NOT NULL THEN {{rel: rel, props: before}} END) AS changed
         }}
-        RETURN count(row) AS matched
+        RETURN count(row) AS matched, collect(created) AS created, collect(changed) AS changed
         """,
         tenant=tenant, rows=rows,
-    )
-    matched = result.single(strict=True)["matched"]
-    return matched, result.consume().counters.relationships_created
+    ).single(strict=True)
+    return (record["matched"], [rel for group in record["created"] for rel in group],
+            [change for group in record["changed"] for change in group])
+
+
+def undo_relationships(tx: ManagedTransaction, tenant: str, created: list[str],
+                       changed: list[dict[str, Any]]) -> int:
+    """Roll a failed restore back: delete the relationships it created, give back the old
+    properties of those it changed. Returns how many relationships were deleted."""
+    deleted = tx.run(
+        """
+        UNWIND $created AS rel
+        MATCH (a)-[r]->() WHERE elementId(r) = rel AND a.user_name = $tenant
+        DELETE r
+        """,
+        tenant=tenant, created=created,
+    ).consume().counters.relationships_deleted
+    tx.run(
+        """
+        UNWIND $changed AS change
+        MATCH (a)-[r]->() WHERE elementId(r) = change.rel AND a.user_name = $tenant
+        SET r = change.props
+        """,
+        tenant=tenant, changed=changed,
+    ).consume()
+    return deleted
+
+
+def undo_node_changes(tx: ManagedTransaction, tenant: str, label: str,
+                      changed: list[dict[str, Any]]) -> None:
+    """Give changed nodes back their old properties and labels."""
+    tx.run(
+        f"""
+        UNWIND $changed AS old
+        MATCH (n:{quote_name(label)} {{user_name: $tenant, id: old.id}})
+        SET n = old.props
+        WITH n, old, [l IN labels(n) WHERE NOT l IN old.labels] AS added
+        REMOVE n:$(added)
+        """,
+        tenant=tenant, changed=changed,
+    ).consume()
 
 
 def delete_nodes(tx: ManagedTransaction, tenant: str, label: str, ids: list[str]) -> int:
     """Hard-delete these nodes of the tenant and their relationships. Only the drop path calls
-    this, with ids read back from a completed backup."""
+    this, with ids read back from a completed backup, and a failed restore, with the ids it
+    created itself."""
     summary = tx.run(
         f"""
         UNWIND $ids AS id

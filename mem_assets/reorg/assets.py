@@ -10,7 +10,7 @@ from mem_assets.reorg.summarizers import SummarizerResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import count_table, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.partitions import tenant_partitions
+from mem_resources.partitions import tenant_of, tenant_partitions
 
 
 class CandidatesConfig(dg.Config):
@@ -49,7 +49,7 @@ class SummaryConfig(dg.Config):
 def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
                      neo4j: Neo4jResource, embedder: EmbedderResource) -> pd.DataFrame:
     """The tenant's orphan memories (no PARENT edge), for memory types with enough new ones."""
-    frame, counts, re_embedded = load_candidates(neo4j, embedder, context.partition_key, config.min_group_size)
+    frame, counts, re_embedded = load_candidates(neo4j, embedder, tenant_of(context), config.min_group_size)
     context.add_output_metadata({
         "candidates": len(frame),
         "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
@@ -94,7 +94,7 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
                     embedder: EmbedderResource, summarizer: SummarizerResource,
                     reorg_candidates: pd.DataFrame, memory_clusters: pd.DataFrame) -> pd.DataFrame:
     """One topic parent per cluster (and one over sub-topics), linked to its members by PARENT."""
-    reorganizer = Reorganizer(context.partition_key, neo4j, embedder, summarizer, context.log)
+    reorganizer = Reorganizer(tenant_of(context), neo4j, embedder, summarizer, context.log)
     outcome = reorganizer.run(reorg_candidates, memory_clusters, config.time_budget_s)
     frame = outcome.frame()
     context.add_output_metadata({
