@@ -34,7 +34,9 @@ def build_neo4j(settings: Settings) -> Neo4jResource:
     resource = Neo4jResource.from_settings(settings)
     password = _secret("NEO4J_PASSWORD", bool(settings.neo4j_password.get_secret_value()))
     return Neo4jResource(uri=resource.uri, user=resource.user, password=password,
-                         database=resource.database, embedding_dimension=resource.embedding_dimension)
+                         database=resource.database, embedding_dimension=resource.embedding_dimension,
+                         tenant_lock_ttl_s=resource.tenant_lock_ttl_s,
+                         tenant_lock_wait_s=resource.tenant_lock_wait_s)
 
 
 def build_embedder(settings: Settings) -> EmbedderResource:

@@ -120,3 +120,53 @@ def record_ingested_file(tx: ManagedTransaction, tenant: str, file: dict[str, An
         """,
         tenant=tenant, file=file,
     ).consume()
+
+
+# --- the per-tenant write lease (see mem_resources/tenant_lock.py) ------------------------------
+
+def lock_tenant_lease(tx: ManagedTransaction, tenant: str) -> dict[str, Any]:
+    """The tenant's lease node, write-locked for the rest of the transaction (a property write
+    takes the node's lock, so a concurrent acquirer waits here and then reads our outcome).
+    It has no ``user_name``: no tenant query, backup or check ever sees it."""
+    record = tx.run(
+        """
+        MERGE (l:TenantLock {tenant: $tenant})
+        SET l.locked = true
+        REMOVE l.locked
+        RETURN l.holder AS holder, coalesce(l.claims, []) AS claims, l.info AS info,
+               l.since AS since, l.expires_at IS NULL OR l.expires_at < datetime() AS expired
+        """,
+        tenant=tenant,
+    ).single(strict=True)
+    return record.data()
+
+
+def write_tenant_lease(tx: ManagedTransaction, tenant: str, holder: str | None, claims: list[str],
+                       info: str | None, ttl_s: float, fresh: bool) -> None:
+    """Set the lease after :func:`lock_tenant_lease` in the same transaction; no claims frees it."""
+    tx.run(
+        """
+        MATCH (l:TenantLock {tenant: $tenant})
+        SET l.holder = CASE WHEN size($claims) = 0 THEN null ELSE $holder END,
+            l.claims = $claims,
+            l.info = CASE WHEN size($claims) = 0 THEN null ELSE $info END,
+            l.since = CASE WHEN size($claims) = 0 THEN null WHEN $fresh THEN datetime() ELSE l.since END,
+            l.expires_at = CASE WHEN size($claims) = 0 THEN null
+                                ELSE datetime() + duration({milliseconds: toInteger($ttl_s * 1000)}) END
+        """,
+        tenant=tenant, holder=holder, claims=claims, info=info, ttl_s=ttl_s, fresh=fresh,
+    ).consume()
+
+
+def renew_tenant_lease(tx: ManagedTransaction, tenant: str, holder: str, claim: str, ttl_s: float) -> bool:
+    """Push the lease's expiry on; False when it is no longer ours (it expired and was taken)."""
+    record = tx.run(
+        """
+        MATCH (l:TenantLock {tenant: $tenant})
+        WHERE l.holder = $holder AND $claim IN coalesce(l.claims, [])
+        SET l.expires_at = datetime() + duration({milliseconds: toInteger($ttl_s * 1000)})
+        RETURN count(l) AS renewed
+        """,
+        tenant=tenant, holder=holder, claim=claim, ttl_s=ttl_s,
+    ).single(strict=True)
+    return record["renewed"] == 1

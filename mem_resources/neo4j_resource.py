@@ -13,10 +13,19 @@ from pydantic import PrivateAttr
 from mem_resources import schema
 from mem_resources.local_neo4j import LocalNeo4jSettings, up
 from mem_resources.settings import Settings
+from mem_resources.tenant_lock import DEFAULT_TTL_S, DEFAULT_WAIT_S, LOCK_HOLDER_TAG, TenantLease
+from mem_resources.tenants import is_valid_tenant
+
+PARTITION_TAG = "dagster/partition"
 
 
 class Neo4jResource(ConfigurableResource):
     """Bolt connection to the memory graph. Empty ``user`` means no authentication.
+
+    In a run of one tenant (a ``dagster/partition`` tag), the resource holds that tenant's write
+    lease (:mod:`mem_resources.tenant_lock`) from setup to teardown: the whole run when it runs
+    in-process, each step in a step process. Two runs of one tenant never write at once,
+    whoever launched them.
 
     "Unrecognized" notifications (a property key or label no node has yet, normal on a young
     graph) are switched off at the driver; warnings that point at real problems still log."""
@@ -26,8 +35,11 @@ class Neo4jResource(ConfigurableResource):
     password: str = ""
     database: str = "neo4j"
     embedding_dimension: int = 384
+    tenant_lock_ttl_s: float = DEFAULT_TTL_S
+    tenant_lock_wait_s: float = DEFAULT_WAIT_S
 
     _driver: Driver | None = PrivateAttr(default=None)
+    _lease: TenantLease | None = PrivateAttr(default=None)
 
     @classmethod
     def from_settings(cls, settings: Settings, start_local: bool = False) -> Neo4jResource:
@@ -40,13 +52,29 @@ class Neo4jResource(ConfigurableResource):
             password=settings.neo4j_password.get_secret_value(),
             database=settings.neo4j_database,
             embedding_dimension=settings.embedding_dim,
+            tenant_lock_ttl_s=settings.tenant_lock_ttl_s,
+            tenant_lock_wait_s=settings.tenant_lock_wait_s,
         )
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._driver = None
+        run = context.dagster_run
+        tenant = run.tags.get(PARTITION_TAG) if run else None
+        if run and tenant and is_valid_tenant(tenant):
+            self._lease = self.lease(tenant, run.tags.get(LOCK_HOLDER_TAG) or run.run_id,
+                                     info=f"Dagster run {run.run_id}",
+                                     on_wait=context.log.warning if context.log else None).acquire()
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         self.close()
+
+    def lease(self, tenant: str, holder: str | None = None, **options: Any) -> TenantLease:
+        """The tenant's write lease as ``holder`` (re-entrant); use it as a context manager."""
+        return TenantLease(self, tenant, holder, ttl_s=self.tenant_lock_ttl_s,
+                           wait_s=self.tenant_lock_wait_s, **options)
 
     @property
     def driver(self) -> Driver:

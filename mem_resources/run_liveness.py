@@ -32,20 +32,31 @@ def process_tags() -> dict[str, str]:
 
 def process_alive(tags: Mapping[str, str]) -> bool | None:
     """Whether the process named by a run's tags is still running: None when the run has no such
-    tags or ran on another host (nothing can be said from here). A pid reused by a newer process
-    counts as dead: its start time differs."""
-    if PID_TAG not in tags or tags.get(HOST_TAG) != socket.gethostname():
+    tags or ran on another host (nothing can be said from here)."""
+    if PID_TAG not in tags:
         return None
     try:
-        process = psutil.Process(int(tags[PID_TAG]))
-        started = process.create_time()
+        pid, started = int(tags[PID_TAG]), float(tags[STARTED_TAG]) if STARTED_TAG in tags else None
+    except ValueError:
+        return None
+    return pid_alive(pid, tags.get(HOST_TAG, ""), started)
+
+
+def pid_alive(pid: int, host: str, started: float | None) -> bool | None:
+    """Whether process ``pid`` of ``host``, started at ``started`` (epoch seconds), still runs:
+    None for another host. A pid reused by a newer process counts as dead: its start time differs."""
+    if host != socket.gethostname():
+        return None
+    try:
+        process = psutil.Process(pid)
+        created = process.create_time()
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
-    except (psutil.NoSuchProcess, ValueError):
+    except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:
         return True
-    return abs(started - float(tags.get(STARTED_TAG, started))) <= _START_TIME_SLACK_S
+    return started is None or abs(created - started) <= _START_TIME_SLACK_S
 
 
 def _death_notice(run: DagsterRun) -> str:

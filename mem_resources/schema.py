@@ -17,6 +17,7 @@ _STATEMENTS = [
         f"FOR (n:{label}) REQUIRE (n.user_name, n.id) IS UNIQUE"
         for label in TENANT_SCOPED_LABELS
     ),
+    "CREATE CONSTRAINT tenant_lock IF NOT EXISTS FOR (l:TenantLock) REQUIRE l.tenant IS UNIQUE",
     "CREATE INDEX memory_tenant IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name)",
     "CREATE INDEX memory_tenant_status IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name, m.status)",
     "CREATE INDEX memory_type IF NOT EXISTS FOR (m:MemoryItem) ON (m.memory_type)",

@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
 
+    tenant_lock_ttl_s: float = Field(
+        default=60.0, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),
+        description="Seconds a tenant's write lease outlives its holder's last heartbeat.")
+    tenant_lock_wait_s: float = Field(
+        default=3600.0, ge=0, validation_alias=_env("MEMTEND_TENANT_LOCK_WAIT"),
+        description="Seconds a writer waits for another writer of the same tenant to finish.")
+
     automation: Literal["on", "off"] = Field(
         default="on", validation_alias=_env("MEMTEND_AUTOMATION", "MEMTEND_SENSORS"),
         description="off: sensors and schedules start stopped (a shared graph, a test instance).")

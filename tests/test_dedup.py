@@ -316,4 +316,4 @@ def test_checks_fail_on_a_broken_graph(neo4j, instance, tenant):
 
     outcome = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert outcome == {"no_duplicate_payloads": True, "archived_have_successor": False,
-                       "no_cross_tenant_edges": False}
+                       "lineage_edges_unique": True, "no_cross_tenant_edges": False}

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from mem_assets.cli import app as memtend_cli
 from mem_assets.context_graph.assets import context_graph
 from mem_assets.context_graph.records import ContextConfig, TenantContext
+from mem_assets.dedup.sensors import build_dedup_sensor
 from mem_assets.ingest.assets import memory_items
 from mem_assets.ingest.sensors import build_inbox_sensor
 from mem_assets.lifecycle.cli import app as lifecycle_cli
@@ -30,6 +31,7 @@ from tests.support.pipeline import (
     node_count,
     write_inbox_file,
 )
+from tests.test_dedup import write_items
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC).isoformat()
 DEEP = 100_000
@@ -170,6 +172,22 @@ def test_folders_with_unsafe_names_are_never_tenants(tmp_path):
             inbox.files(bad)
         with pytest.raises(InvalidTenant):
             inbox.quarantine_path(bad)
+
+
+def test_the_dedup_sensor_ignores_nodes_whose_user_name_is_not_a_tenant(neo4j, tenant):
+    write_items(neo4j, tenant, ["A fact of a valid tenant."])
+    with neo4j.session() as session:
+        session.run("CREATE (:MemoryItem {user_name: '../escape', id: 'mem:x', memory: 'x'})").consume()
+    try:
+        with dg.instance_for_test() as inst, dg.build_sensor_context(
+                instance=inst, resources={"neo4j": neo4j}) as context:
+            result = build_dedup_sensor(dg.DefaultSensorStatus.RUNNING)(context)
+    finally:
+        with neo4j.session() as session:
+            session.run("MATCH (n:MemoryItem {user_name: '../escape'}) DETACH DELETE n").consume()
+    requested = {r.partition_key for r in result.run_requests}
+    added = {key for r in result.dynamic_partitions_requests for key in r.partition_keys}
+    assert tenant in requested and "../escape" not in requested | added
 
 
 def test_run_config_and_restore_refuse_bad_tenants(neo4j, instance, tmp_path, tenant):

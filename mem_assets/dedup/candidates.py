@@ -23,6 +23,10 @@ PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 #: that calibration. top_k bounds the judge's work either way.
 NEURAL_THRESHOLD = 0.8
 HASHING_THRESHOLD = 0.2
+#: Scores are rounded before the top k is taken, and equal scores go to the lower pool position
+#: (id order): texts that differ in one word tie exactly, and float noise of the matrix product
+#: (which varies with memory layout) must not pick a different neighbour on every run.
+SCORE_DECIMALS = 5
 
 
 def default_threshold(embedder: EmbedderResource) -> float:
@@ -122,11 +126,12 @@ def find_candidates(new: NodeVectors, active: NodeVectors, threshold: float, top
         for start in range(0, len(queries), chunk_rows):
             batch = queries[start:start + chunk_rows]
             scores = new_vectors[batch] @ pool_vectors.T
+            scores.round(SCORE_DECIMALS, out=scores)
             for row, query in enumerate(batch):
                 if (own := position.get(new.ids[query])) is not None:
                     scores[row, own] = -np.inf
             top, top_scores = largest_per_row(scores, k)
-            order = np.argsort(-top_scores, axis=1)[:, :top_k]
+            order = np.lexsort((top, -top_scores), axis=1)[:, :top_k]
             for row, query in enumerate(batch):
                 for column in order[row]:
                     score = float(top_scores[row, column])

@@ -28,6 +28,16 @@ def archived_have_successor(context: dg.AssetCheckExecutionContext,
 
 
 @dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
+def lineage_edges_unique(context: dg.AssetCheckExecutionContext,
+                         neo4j: Neo4jResource) -> dg.AssetCheckResult:
+    """Each archived node has one MERGED_TO / SUPERSEDED_BY edge: never two to one successor
+    (two resolutions of the same node) nor edges to two successors."""
+    with neo4j.session() as session:
+        nodes = session.execute_read(queries.duplicate_lineage_edges, tenant_of(context))
+    return offenders_result(nodes, "nodes with more than one lineage edge")
+
+
+@dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
 def no_cross_tenant_edges(context: dg.AssetCheckExecutionContext,
                           neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """No relationship joins a node of this tenant to a node of another tenant."""
@@ -36,4 +46,5 @@ def no_cross_tenant_edges(context: dg.AssetCheckExecutionContext,
     return offenders_result(edges, "edges join this tenant to another")
 
 
-dedup_checks = [no_duplicate_payloads, archived_have_successor, no_cross_tenant_edges]
+dedup_checks = [no_duplicate_payloads, archived_have_successor, lineage_edges_unique,
+                no_cross_tenant_edges]

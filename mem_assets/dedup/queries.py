@@ -175,6 +175,16 @@ def store_judgments(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str
     ).consume()
 
 
+def lock_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> None:
+    """Write-lock these nodes (in id order) until the transaction ends, so that what is read
+    next is the committed state and no other resolution changes it before this one commits."""
+    tx.run(
+        "UNWIND $ids AS id MATCH (n:MemoryItem {user_name: $tenant, id: id}) "
+        "SET n.dedup_lock = true REMOVE n.dedup_lock",
+        tenant=tenant, ids=sorted(ids),
+    ).consume()
+
+
 def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Properties by id, without the embedding (resolutions recompute it; it is the bulk)."""
     result = tx.run(
@@ -261,6 +271,20 @@ def duplicate_payload_hashes(tx: ManagedTransaction, tenant: str) -> list[dict[s
         "WITH n.payload_hash AS hash, collect(n.id) AS ids WHERE size(ids) > 1 "
         "RETURN hash, ids LIMIT 20",
         tenant=tenant, working=WORKING,
+    )
+    return [record.data() for record in result]
+
+
+def duplicate_lineage_edges(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
+    """Nodes archived twice: two lineage edges to one successor, or edges to two successors."""
+    result = tx.run(
+        """
+        MATCH (n:MemoryItem {user_name: $tenant})-[r:MERGED_TO|SUPERSEDED_BY]->(s:MemoryItem)
+        WITH n, collect(type(r) + ' ' + s.id) AS edges
+        WHERE size(edges) > 1
+        RETURN n.id AS id, edges LIMIT 20
+        """,
+        tenant=tenant,
     )
     return [record.data() for record in result]
 

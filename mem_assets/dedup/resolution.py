@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from neo4j import ManagedTransaction
+from neo4j.exceptions import ConstraintError
 
 from mem_assets.dedup import queries
 from mem_assets.dedup.planning import (
@@ -23,11 +24,15 @@ from mem_resources.neo4j_resource import Neo4jResource
 
 DONE = ("applied", "already merged")
 SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
+CONFLICT_ATTEMPTS = 3
 
 
 def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding: list[float],
                 now: datetime) -> dict:
-    """Create the merged node, move edges, archive sources; skip unless every source is active."""
+    """Create the merged node, move edges, archive sources; skip unless every source is active.
+    The sources are locked before their status is read: a concurrent resolution of the same
+    nodes waits, then finds them archived."""
+    queries.lock_nodes(tx, tenant, [*plan.sources, plan.merged_id])
     found = queries.read_nodes(tx, tenant, [*plan.sources, plan.merged_id])
     if plan.merged_id in found:
         return {"status": "already merged"}
@@ -47,7 +52,9 @@ def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding:
 
 
 def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, now: datetime) -> dict:
-    """Archive the older node behind a SUPERSEDED_BY edge; the newer gains a history entry."""
+    """Archive the older node behind a SUPERSEDED_BY edge; the newer gains a history entry.
+    Both are locked before their status is read (see :func:`apply_merge`)."""
+    queries.lock_nodes(tx, tenant, [plan.older, plan.newer])
     found = queries.read_nodes(tx, tenant, [plan.older, plan.newer])
     if len(found) != 2:
         return {"status": "skipped: a node is gone"}
@@ -109,8 +116,16 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
         return results
 
     def run(positions: list[int]) -> list[dict]:
-        with neo4j.session() as session:
-            return session.execute_write(apply_chunk, positions)
+        """Transient errors (deadlocks) are retried by the driver; a uniqueness clash with a node
+        another writer created meanwhile is retried here: the rerun reads it and skips."""
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                with neo4j.session() as session:
+                    return session.execute_write(apply_chunk, positions)
+            except ConstraintError:
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for group in rounds(resolutions):

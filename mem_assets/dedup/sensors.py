@@ -8,6 +8,7 @@ from mem_assets.dedup import queries
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_resources.automation import add_unknown_tenants, digest
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.tenants import is_valid_tenant
 
 dedup_job = dg.define_asset_job(
     "dedup",
@@ -39,6 +40,9 @@ def build_dedup_sensor(default_status: dg.DefaultSensorStatus) -> dg.SensorDefin
         requested: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         with neo4j.session() as session:
             pending = session.execute_read(queries.pending_by_tenant)
+        for tenant in [t for t in pending if not is_valid_tenant(t)]:
+            context.log.warning(f"ignoring nodes with user_name {tenant!r}: not a valid tenant name")
+            del pending[tenant]
         to_run, cursor = plan_requests(pending, requested)
         return dg.SensorResult(
             run_requests=[dg.RunRequest(partition_key=t, run_key=f"dedup:{t}:{cursor[t]}")

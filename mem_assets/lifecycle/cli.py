@@ -38,6 +38,7 @@ from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memo
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.settings import load_settings
+from mem_resources.tenant_lock import TenantBusy
 from mem_resources.tenants import InvalidTenant, validate_tenant
 
 T = TypeVar("T")
@@ -72,7 +73,7 @@ def _run(step: Callable[[Neo4jResource], T]) -> T:
     neo4j = Neo4jResource.from_settings(load_settings())
     try:
         return step(neo4j)
-    except (BackupError, LifecycleError, ValueError) as exc:
+    except (BackupError, LifecycleError, TenantBusy, ValueError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from exc
     finally:

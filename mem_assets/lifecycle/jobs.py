@@ -15,6 +15,7 @@ from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memo
 from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.tenant_lock import LOCK_HOLDER_TAG
 from mem_resources.tenants import TenantName, is_valid_tenant
 
 
@@ -68,6 +69,11 @@ class SoftDeleteConfig(MemorySelection):
                                  description="Ids of the memories these evolved into.")
 
 
+def _holder(context: dg.OpExecutionContext) -> str:
+    """The run's lease holder: the one its Neo4j resource joined when the run has a tenant tag."""
+    return context.run.tags.get(LOCK_HOLDER_TAG) or context.run_id
+
+
 def _id_table(ids: list[str], limit: int = 20) -> dg.MetadataValue:
     rows = ["| id |", "|---|", *(f"| {memory_id} |" for memory_id in ids[:limit])]
     if len(ids) > limit:
@@ -79,7 +85,8 @@ def _id_table(ids: list[str], limit: int = 20) -> dg.MetadataValue:
 def backup_tenant_op(context: dg.OpExecutionContext, config: BackupConfig, neo4j: Neo4jResource,
                      backups: BackupStorage) -> dg.Output[dict]:
     """Stream the tenant's subgraph into a new backup and rotate old ones."""
-    result = backup_tenant(neo4j, backups.path, config.tenant, config.keep_last, config.page_size)
+    result = backup_tenant(neo4j, backups.path, config.tenant, config.keep_last, config.page_size,
+                           holder=_holder(context))
     counts = result.manifest.counts
     context.log.info(f"backup {result.path}: {counts.nodes} nodes, {counts.relationships} relationships")
     return dg.Output(result.manifest.model_dump(mode="json"), metadata={
@@ -98,7 +105,8 @@ def backup_tenant_op(context: dg.OpExecutionContext, config: BackupConfig, neo4j
 def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo4j: Neo4jResource,
                       backups: BackupStorage) -> dg.Output[dict]:
     """Verify a backup, MERGE it back, and make the tenant a partition again."""
-    result = restore_tenant(neo4j, backups.path, config.tenant, config.backup_id, config.batch_size)
+    result = restore_tenant(neo4j, backups.path, config.tenant, config.backup_id, config.batch_size,
+                            holder=_holder(context))
     if not context.instance.has_dynamic_partition(tenant_partitions.name, config.tenant):
         context.instance.add_dynamic_partitions(tenant_partitions.name, [config.tenant])
     return dg.Output(result.manifest.model_dump(mode="json"), metadata={
@@ -118,7 +126,7 @@ def drop_tenant_op(context: dg.OpExecutionContext, config: DropConfig, neo4j: Ne
     if config.confirm != config.tenant:
         raise dg.Failure(f"confirm must repeat the tenant name {config.tenant!r}; nothing done")
     result = drop_tenant(neo4j, backups.path, config.tenant, config.keep_last,
-                         config.batch_size, config.page_size)
+                         config.batch_size, config.page_size, holder=_holder(context))
     if context.instance.has_dynamic_partition(tenant_partitions.name, config.tenant):
         context.instance.delete_dynamic_partition(tenant_partitions.name, config.tenant)
     return dg.Output(result.backup.manifest.model_dump(mode="json"), metadata={
@@ -134,7 +142,8 @@ def soft_delete_op(context: dg.OpExecutionContext, config: SoftDeleteConfig,
                    neo4j: Neo4jResource) -> dg.Output[list[str]]:
     """Mark memories deleted: every pipeline stops seeing them, nothing is removed."""
     ids = soft_delete_memories(neo4j, check_tenant(config.tenant), config.ids,
-                               config.memory_filter(), config.evolve_to, config.with_twins)
+                               config.memory_filter(), config.evolve_to, config.with_twins,
+                               holder=_holder(context))
     return dg.Output(ids, metadata={"soft_deleted": len(ids), "ids": _id_table(ids)})
 
 
@@ -143,7 +152,7 @@ def undelete_op(context: dg.OpExecutionContext, config: MemorySelection,
                 neo4j: Neo4jResource) -> dg.Output[list[str]]:
     """Return soft-deleted memories to the status they had."""
     ids = undelete_memories(neo4j, check_tenant(config.tenant), config.ids, config.memory_filter(),
-                            config.with_twins)
+                            config.with_twins, holder=_holder(context))
     return dg.Output(ids, metadata={"undeleted": len(ids), "ids": _id_table(ids)})
 
 

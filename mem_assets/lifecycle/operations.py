@@ -148,26 +148,29 @@ def _write_backup(neo4j: Neo4jResource, root: Path, tenant: str, page_size: int,
 
 
 def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
-                  page_size: int = 1000, compresslevel: int = 1, attempts: int = 3) -> BackupResult:
+                  page_size: int = 1000, compresslevel: int = 1, attempts: int = 3,
+                  holder: str | None = None) -> BackupResult:
     """Stream the tenant's nodes (keyset pages per key label) and their relationships to disk,
     publish the backup, then rotate older ones away.
 
-    Pages are read in separate transactions, so a backup is only a consistent snapshot when
-    nothing writes the tenant meanwhile (the backup job shares the pipeline's per-tenant run
-    limit). As a safety net, a pass that read a relationship without its end node is discarded
-    and retried, up to ``attempts`` passes: a published backup always restores.
+    Pages are read in separate transactions, so the backup holds the tenant's write lease
+    (``holder``: re-entrant for a run or drop that already holds it): no writer changes the
+    tenant meanwhile. As a safety net against writers that ignore the lease, a pass that read a
+    relationship without its end node is discarded and retried, up to ``attempts`` passes: a
+    published backup always restores.
     """
     check_tenant(tenant)
     if keep_last < 1:
         raise ValueError("keep_last must be at least 1")
     started = time.perf_counter()
-    for attempt in range(1, attempts + 1):
-        try:
-            path, manifest = _write_backup(neo4j, root, tenant, page_size, compresslevel)
-            break
-        except InconsistentRead:
-            if attempt == attempts:
-                raise
+    with neo4j.lease(tenant, holder, info="a backup"):
+        for attempt in range(1, attempts + 1):
+            try:
+                path, manifest = _write_backup(neo4j, root, tenant, page_size, compresslevel)
+                break
+            except InconsistentRead:
+                if attempt == attempts:
+                    raise
     rotated = rotate(root, tenant, keep_last)
     return BackupResult(path, manifest, rotated, time.perf_counter() - started)
 
@@ -241,7 +244,7 @@ def _roll_back(session: Session, tenant: str, undo: RestoreUndo, batch_size: int
 
 
 def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str | None = None,
-                   batch_size: int = 500) -> RestoreResult:
+                   batch_size: int = 500, holder: str | None = None) -> RestoreResult:
     """Verify the backup completely (files, endpoints, counts), then MERGE its nodes and
     relationships back in batches (idempotent). All or nothing: if a write fails, what this
     restore created is deleted and what it changed is given back before the error is raised."""
@@ -249,7 +252,7 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
     reader = open_verified(root, check_tenant(tenant), backup_id)
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
     undo = RestoreUndo()
-    with neo4j.session() as session:
+    with neo4j.lease(tenant, holder, info="a restore"), neo4j.session() as session:
         try:
             _write_restore(session, tenant, reader, batch_size, result, undo)
         except BaseException as failure:
@@ -265,14 +268,22 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
 
 
 def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
-                batch_size: int = 1000, page_size: int = 1000) -> DropResult:
+                batch_size: int = 1000, page_size: int = 1000, holder: str | None = None) -> DropResult:
     """Back the tenant up, then hard-delete exactly the nodes in that backup, batch by batch.
 
     Ids come from the backup file on disk (re-verified), so nothing is deleted that is not in a
-    completed backup. Nodes written after the backup survive and make the drop fail loudly.
+    completed backup. Backup and deletion hold the tenant's write lease together, so no writer
+    comes in between; nodes written after the backup anyway survive and make the drop fail loudly.
     """
+    lease = neo4j.lease(tenant, holder, info="a drop")
+    with lease:
+        return _drop_held(neo4j, root, tenant, keep_last, batch_size, page_size, lease.holder)
+
+
+def _drop_held(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int, batch_size: int,
+               page_size: int, holder: str) -> DropResult:
     started = time.perf_counter()
-    backup = backup_tenant(neo4j, root, tenant, keep_last, page_size=page_size)
+    backup = backup_tenant(neo4j, root, tenant, keep_last, page_size=page_size, holder=holder)
     external = backup.manifest.counts.external_relationships
     if external:
         raise LifecycleError(

@@ -20,17 +20,20 @@ def _selection(ids: list[str], where: MemoryFilter) -> list[str] | None:
 
 
 def soft_delete_memories(neo4j: Neo4jResource, tenant: str, ids: list[str], where: MemoryFilter,
-                         evolve_to: list[str] | None = None, with_twins: bool = True) -> list[str]:
-    """Mark the tenant's matching memories deleted; returns the ids that changed."""
+                         evolve_to: list[str] | None = None, with_twins: bool = True,
+                         holder: str | None = None) -> list[str]:
+    """Mark the tenant's matching memories deleted (under its write lease); returns the ids that
+    changed."""
     selected = _selection(ids, where)
-    with neo4j.session() as session:
+    with neo4j.lease(tenant, holder, info="a soft delete"), neo4j.session() as session:
         return session.execute_write(queries.soft_delete, tenant, selected, where, evolve_to or [],
                                      utc_now(), with_twins)
 
 
 def undelete_memories(neo4j: Neo4jResource, tenant: str, ids: list[str], where: MemoryFilter,
-                      with_twins: bool = True) -> list[str]:
-    """Restore the tenant's matching deleted memories; returns the ids that changed."""
+                      with_twins: bool = True, holder: str | None = None) -> list[str]:
+    """Restore the tenant's matching deleted memories (under its write lease); returns the ids
+    that changed."""
     selected = _selection(ids, where)
-    with neo4j.session() as session:
+    with neo4j.lease(tenant, holder, info="an undelete"), neo4j.session() as session:
         return session.execute_write(queries.undelete, tenant, selected, where, with_twins)

@@ -16,6 +16,7 @@ from mem_assets.reorg.assets import (
 )
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.tenants import is_valid_tenant
 
 reorg_job = dg.define_asset_job(
     "reorg_job",
@@ -41,7 +42,8 @@ def build_reorg_schedule(cron: str, default_status: dg.DefaultScheduleStatus) ->
                        neo4j: Neo4jResource) -> list[dg.RunRequest] | dg.SkipReason:
         """One run per eligible tenant; the run key (day, tenant) keeps a day from running it twice."""
         day = (context.scheduled_execution_time or datetime.now(UTC)).strftime("%Y-%m-%d")
-        tenants = context.instance.get_dynamic_partitions(tenant_partitions.name)
+        tenants = [t for t in context.instance.get_dynamic_partitions(tenant_partitions.name)
+                   if is_valid_tenant(t)]
         eligible = eligible_tenants(neo4j, tenants, CandidatesConfig().min_group_size)
         if not eligible:
             return dg.SkipReason(f"none of {len(tenants)} tenants has enough new orphan memories")

@@ -1,0 +1,200 @@
+"""Reliability under concurrent writers and kill -9 (prints figures; not a test).
+
+Two tenants with a planted inbox (tests/support/planted_corpus.py: repeats and conflicts), through
+the real `memtend` CLI against the real Neo4j:
+
+1. baseline: one `memtend tend A B` on empty tenants; the graph of each tenant is recorded
+   (node ids, labels, status, text, evolve_to; every edge; the judgment cache left out);
+2. concurrent: the tenants wiped, then `memtend tend A B` and `memtend tend B A` at once, and a
+   moment later `memtend backup A` and `memtend backup B`, all four as separate processes;
+   counted: exit codes, memories lost (an inbox text with no node), nodes with more than one
+   lineage edge, cross-tenant edges, difference from the baseline, and whether each backup
+   restores (drop, restore it, its checksum back, a new tend converges to the baseline);
+3. kill -9: a `memtend tend A` killed in the middle of its run, then a rerun: equal to the baseline?
+   A `memtend backup A` killed in the middle: only complete backups listed, the next one restores?
+
+    python bench/reliability_bench.py [--items 5000] [--kill-after 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from measure import drop_bench_tenant  # noqa: E402
+
+from mem_assets.lifecycle import archive  # noqa: E402
+from mem_assets.lifecycle.operations import open_verified  # noqa: E402
+from mem_resources.local_neo4j import ensure_neo4j_uri  # noqa: E402
+from mem_resources.neo4j_resource import Neo4jResource  # noqa: E402
+from mem_resources.settings import load_settings  # noqa: E402
+from mem_resources.text_input import clean_text  # noqa: E402
+from tests.support.planted_corpus import planted_items, write_planted_inbox  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MEMTEND = str(Path(sys.executable).parent / "memtend")
+TENANTS = ("rel_a", "rel_b")
+SEEDS = {"rel_a": 13, "rel_b": 14}
+
+
+def graph(neo4j: Neo4jResource, tenant: str) -> tuple[list, list]:
+    with neo4j.session() as session:
+        nodes = sorted(tuple(map(repr, r.values())) for r in session.run(
+            "MATCH (n {user_name: $t}) WHERE NOT n:DedupJudgment "
+            "RETURN n.id, labels(n), n.status, coalesce(n.memory, n.name), n.evolve_to", t=tenant))
+        edges = sorted(tuple(r.values()) for r in session.run(
+            "MATCH (a {user_name: $t})-[r]->(b) RETURN a.id, type(r), b.id", t=tenant))
+    return nodes, edges
+
+
+def differences(now: tuple[list, list], baseline: tuple[list, list]) -> int:
+    return len(set(now[0]) ^ set(baseline[0])) + len(set(now[1]) ^ set(baseline[1]))
+
+
+def lost_memories(neo4j: Neo4jResource, tenant: str, items: int) -> int:
+    expected = {" ".join(clean_text(item["memory"]).split()) for item in planted_items(items, SEEDS[tenant])}
+    with neo4j.session() as session:
+        present = {" ".join(r["m"].split()) for r in session.run(
+            "MATCH (m:MemoryItem {user_name: $t}) RETURN m.memory AS m", t=tenant)}
+    return len(expected - present)
+
+
+def multi_lineage(neo4j: Neo4jResource, tenant: str) -> int:
+    with neo4j.session() as session:
+        return session.run(
+            "MATCH (n:MemoryItem {user_name: $t})-[r:MERGED_TO|SUPERSEDED_BY]->() "
+            "WITH n, count(r) AS edges WHERE edges > 1 RETURN count(n) AS n", t=tenant).single()["n"]
+
+
+def cross_tenant_edges(neo4j: Neo4jResource) -> int:
+    with neo4j.session() as session:
+        return session.run(
+            "MATCH (a)-[r]-(b) WHERE a.user_name IN $ts AND b.user_name IS NOT NULL "
+            "AND b.user_name <> a.user_name RETURN count(r) AS n", ts=list(TENANTS)).single()["n"]
+
+
+def wipe(neo4j: Neo4jResource) -> None:
+    for tenant in TENANTS:
+        drop_bench_tenant(neo4j, tenant)
+
+
+def start(env: dict[str, str], *args: str) -> subprocess.Popen:
+    return subprocess.Popen([MEMTEND, *args], env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def finish(process: subprocess.Popen, timeout: float = 1800) -> tuple[int, str]:
+    output = process.communicate(timeout=timeout)[0]
+    return process.returncode, output
+
+
+def kill(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=5000, help="inbox items, split over the two tenants")
+    parser.add_argument("--kill-after", type=float, default=6.0, help="seconds into a run before kill -9")
+    args = parser.parse_args()
+    per_tenant = args.items // len(TENANTS)
+    settings = load_settings()
+    neo4j = Neo4jResource(uri=ensure_neo4j_uri(settings), user=settings.neo4j_user,
+                          password=settings.neo4j_password.get_secret_value(),
+                          database=settings.neo4j_database)
+    work = Path(tempfile.mkdtemp(prefix="memtend-reliability-"))
+    (work / "home").mkdir()
+    shutil.copy(ROOT / "dagster.yaml", work / "home" / "dagster.yaml")
+    for tenant in TENANTS:
+        write_planted_inbox(work / "inbox" / tenant, per_tenant, SEEDS[tenant], files=4)
+    env = {**os.environ, "DAGSTER_HOME": str(work / "home"), "NEO4J_URI": neo4j.uri,
+           "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(work / "inbox"),
+           "MEMTEND_QUARANTINE": str(work / "q"), "MEMTEND_BACKUP_DIR": str(work / "backups")}
+    rows: list[tuple[str, str]] = []
+    try:
+        wipe(neo4j)
+        began = time.monotonic()
+        code, output = finish(start(env, "tend", *TENANTS))
+        assert code == 0, output[-3000:]
+        rows.append(("baseline `memtend tend A B`", f"{time.monotonic() - began:.0f} s"))
+        baseline = {tenant: graph(neo4j, tenant) for tenant in TENANTS}
+        rows.append(("baseline graph", ", ".join(f"{t}: {len(baseline[t][0])} nodes, {len(baseline[t][1])} edges"
+                                                 for t in TENANTS)))
+
+        wipe(neo4j)
+        began = time.monotonic()
+        tends = [start(env, "tend", *TENANTS), start(env, "tend", *reversed(TENANTS))]
+        time.sleep(5)
+        backups = [start(env, "backup", tenant) for tenant in TENANTS]
+        results = [finish(process) for process in [*tends, *backups]]
+        rows.append(("2 tends + 2 backups at once: wall time", f"{time.monotonic() - began:.0f} s"))
+        rows.append(("exit codes (tend, tend, backup, backup)", ", ".join(str(c) for c, _ in results)))
+        for (code, output), name in zip(results, ["tend A B", "tend B A", "backup A", "backup B"], strict=True):
+            if code:
+                print(f"--- {name} failed:\n{output[-3000:]}")
+        rows.append(("memories lost", str(sum(lost_memories(neo4j, t, per_tenant) for t in TENANTS))))
+        rows.append(("nodes with more than one lineage edge", str(sum(multi_lineage(neo4j, t) for t in TENANTS))))
+        rows.append(("cross-tenant edges", str(cross_tenant_edges(neo4j))))
+        rows.append(("differences from the baseline (nodes + edges)",
+                     str(sum(differences(graph(neo4j, t), baseline[t]) for t in TENANTS))))
+
+        restorable = []
+        for tenant in TENANTS:
+            backup = archive.list_backups(work / "backups", tenant)[-1]
+            expected = open_verified(work / "backups", tenant, backup.name).manifest.checksum
+            code, output = finish(start(env, "drop", tenant, "--yes", "--backup-dir", str(work / "dropped")))
+            assert code == 0, output[-3000:]
+            code, output = finish(start(env, "restore", tenant, "--backup-id", backup.name))
+            assert code == 0, output[-3000:]
+            code, output = finish(start(env, "backup", tenant, "--backup-dir", str(work / "after")))
+            assert code == 0, output[-3000:]
+            again = open_verified(work / "after", tenant, None).manifest.checksum
+            restorable.append(again == expected)
+        rows.append(("backups taken during the runs that restore exactly", f"{sum(restorable)}/{len(TENANTS)}"))
+        code, output = finish(start(env, "tend", *TENANTS))
+        rows.append(("tend after the restores: differences from the baseline",
+                     str(sum(differences(graph(neo4j, t), baseline[t]) for t in TENANTS)) + f" (exit {code})"))
+
+        wipe(neo4j)
+        tenant = TENANTS[0]
+        victim = start(env, "tend", tenant)
+        time.sleep(args.kill_after)
+        kill(victim)
+        partial = differences(graph(neo4j, tenant), baseline[tenant])
+        began = time.monotonic()
+        code, output = finish(start(env, "tend", tenant))
+        rows.append((f"tend killed after {args.kill_after:.0f} s ({partial} differences), rerun",
+                     f"exit {code}, {differences(graph(neo4j, tenant), baseline[tenant])} differences, "
+                     f"{time.monotonic() - began:.0f} s"))
+
+        victim = start(env, "backup", tenant, "--backup-dir", str(work / "killed"))
+        time.sleep(1.0)
+        kill(victim)
+        listed = len(archive.list_backups(work / "killed", tenant))
+        code, output = finish(start(env, "backup", tenant, "--backup-dir", str(work / "killed")))
+        backup = archive.list_backups(work / "killed", tenant)[-1]
+        open_verified(work / "killed", tenant, backup.name)
+        rows.append(("backup killed after 1 s, then another",
+                     f"{listed} listed after the kill; next exit {code}, verifies"))
+    finally:
+        wipe(neo4j)
+        neo4j.close()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\n## Reliability: {args.items} planted items over {len(TENANTS)} tenants\n")
+    print("| probe | result |\n|---|---|")
+    for probe, result in rows:
+        print(f"| {probe} | {result} |")
+
+
+if __name__ == "__main__":
+    main()
