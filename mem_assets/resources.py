@@ -3,15 +3,13 @@
 import os
 from typing import Any
 
-import dagster as dg
-
+from mem_resources import env_config
 from mem_resources.backup_storage import BackupStorage, backup_dir_from_env
-from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
+from mem_resources.embedder import EmbedderResource, HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.local_neo4j import LocalNeo4jSettings
-from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, SummarizerResource
 
 
@@ -26,21 +24,12 @@ def embedding_dimension() -> int:
 
 def build_embedder() -> EmbedderResource:
     if uses_openai("EMBEDDER"):
-        return OpenAIEmbedder(
-            dimension=embedding_dimension(),
-            model=os.environ.get("MEMTEND_EMBEDDING_MODEL", "text-embedding-3-small"),
-            base_url=os.environ.get("OPENAI_BASE_URL"),
-            api_key=dg.EnvVar("OPENAI_API_KEY"),
-        )
+        return env_config.openai_embedder(os.environ, embedding_dimension())
     return HashingEmbedder(dimension=embedding_dimension())
 
 
 def build_chat() -> OpenAIChatResource:
-    return OpenAIChatResource(
-        model=os.environ.get("MEMTEND_LLM_MODEL", "gpt-4o-mini"),
-        base_url=os.environ.get("OPENAI_BASE_URL"),
-        api_key=dg.EnvVar("OPENAI_API_KEY") if "OPENAI_API_KEY" in os.environ else "not-needed",
-    )
+    return env_config.chat_resource(os.environ)
 
 
 def build_judge() -> JudgeResource:
@@ -57,13 +46,8 @@ def build_summarizer() -> SummarizerResource:
 
 def build_resources() -> dict[str, Any]:
     return {
-        "neo4j": Neo4jResource(
-            uri=os.environ.get("NEO4J_URI") or LocalNeo4jSettings.from_env().uri,
-            user=os.environ.get("NEO4J_USER", ""),
-            password=dg.EnvVar("NEO4J_PASSWORD") if "NEO4J_PASSWORD" in os.environ else "",
-            database=os.environ.get("NEO4J_DATABASE", "neo4j"),
-            embedding_dimension=embedding_dimension(),
-        ),
+        "neo4j": env_config.neo4j_resource(os.environ, LocalNeo4jSettings.from_env().uri,
+                                           embedding_dimension()),
         "embedder": build_embedder(),
         "judge": build_judge(),
         "inbox": InboxResource(
