@@ -17,6 +17,7 @@ import pwd
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -96,6 +97,15 @@ def _run_as() -> str | None:
     return SERVICE_USER
 
 
+def home_is_reachable(home: Path) -> bool:
+    """Whether the server's OS user can reach ``home``: always for ourselves; as ``postgres``
+    (when we are root) only if every existing ancestor is searchable by others (not /root)."""
+    if os.geteuid() != 0:
+        return True
+    return all(parent.stat().st_mode & stat.S_IXOTH
+               for parent in home.resolve().parents if parent.exists())
+
+
 def _chown(path: Path, user: str | None) -> None:
     if user is not None:
         shutil.chown(path, user=user, group=pwd.getpwnam(user).pw_gid)
@@ -162,6 +172,9 @@ def up(cluster: LocalPostgres) -> LocalPostgres:
         raise LocalPostgresError(f"Port {cluster.port} is taken by something that is not this "
                                  f"cluster ({cluster.home}); choose another port.")
     user = _run_as()
+    if not home_is_reachable(cluster.home):
+        raise LocalPostgresError(f"{cluster.home} is inside a folder the `postgres` OS user cannot "
+                                 "enter; choose a home under a world-searchable folder (e.g. /tmp).")
     if not (cluster.data_dir / "PG_VERSION").exists():
         _initdb(cluster, user)
     cluster.log_file.touch()
