@@ -43,7 +43,7 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 lock: $(VENV)/.installed
 	$(PY) -m pip install --quiet 'pip-tools>=7.4,<8'
 	$(VENV)/bin/pip-compile --quiet --strip-extras --extra dev --extra k8s --no-emit-index-url \
-	  --no-emit-find-links -o $(LOCK) pyproject.toml
+	  --no-emit-find-links --allow-unsafe -o $(LOCK) pyproject.toml
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)

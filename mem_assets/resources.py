@@ -1,59 +1,90 @@
-"""Resources chosen from the environment: offline defaults, OpenAI-compatible when asked."""
+"""Resources built from the one ``Settings``: offline defaults, OpenAI-compatible when asked.
 
-import os
+Connection fields (Neo4j URI, user, password, database; LLM endpoint, key, model) that come from
+the environment are handed to Dagster as ``EnvVar``s: the UI and run config show the variable's
+name, never its value, and each run process (a Kubernetes pod, a worker on another host) reads it
+from its own environment, so one image serves every deployment. Everything else is a plain value.
+"""
+
+from __future__ import annotations
+
 from typing import Any
 
-from mem_resources import env_config
-from mem_resources.backup_storage import BackupStorage, backup_dir_from_env
-from mem_resources.embedder import EmbedderResource, HashingEmbedder
+import dagster as dg
+
+from mem_assets.context_graph.resources import ContextProfiles
+from mem_assets.dedup.judges import JudgeResource, OfflineJudge, OpenAIJudge
+from mem_assets.lifecycle.storage import BackupStorage
+from mem_assets.reorg.summarizers import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    SummarizerResource,
+)
+from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
 from mem_resources.inbox import InboxResource
-from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
-from mem_resources.local_neo4j import LocalNeo4jSettings
-from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, SummarizerResource
+from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import Settings
 
 
-def uses_openai(kind: str) -> bool:
-    """``MEMTEND_EMBEDDER`` / ``MEMTEND_LLM`` = ``openai`` switches a provider from offline."""
-    return os.environ.get(f"MEMTEND_{kind}", "offline").lower() == "openai"
+def _env_or(settings: Settings, field: str, value: Any) -> Any:
+    """``EnvVar`` of the variable ``field`` was read from, else ``value`` (a default, or a value
+    set in code, e.g. by a test)."""
+    name = settings.env_source(field)
+    return dg.EnvVar(name) if name else value
 
 
-def embedding_dimension() -> int:
-    return int(os.environ.get("MEMTEND_EMBEDDING_DIM", "384"))
+def build_neo4j(settings: Settings) -> Neo4jResource:
+    """Like ``Neo4jResource.from_settings``, with environment-sourced fields as ``EnvVar``s."""
+    resource = Neo4jResource.from_settings(settings)
+    return Neo4jResource(
+        uri=_env_or(settings, "neo4j_uri", resource.uri),
+        user=_env_or(settings, "neo4j_user", resource.user),
+        password=_env_or(settings, "neo4j_password", resource.password),
+        database=_env_or(settings, "neo4j_database", resource.database),
+        embedding_dimension=resource.embedding_dimension,
+    )
 
 
-def build_embedder() -> EmbedderResource:
-    if uses_openai("EMBEDDER"):
-        return env_config.openai_embedder(os.environ, embedding_dimension())
-    return HashingEmbedder(dimension=embedding_dimension())
+def build_embedder(settings: Settings) -> EmbedderResource:
+    if settings.embedder == "openai":
+        return OpenAIEmbedder(
+            dimension=settings.embedding_dim,
+            model=_env_or(settings, "embedding_model", settings.embedding_model),
+            base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
+            api_key=_env_or(settings, "openai_api_key", "not-needed"),
+        )
+    return HashingEmbedder(dimension=settings.embedding_dim)
 
 
-def build_chat() -> OpenAIChatResource:
-    return env_config.chat_resource(os.environ)
+def build_chat(settings: Settings) -> OpenAIChatResource:
+    return OpenAIChatResource(
+        model=_env_or(settings, "llm_model", settings.llm_model),
+        base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
+        api_key=_env_or(settings, "openai_api_key", "not-needed"),
+    )
 
 
-def build_judge() -> JudgeResource:
-    if uses_openai("LLM"):
-        return OpenAIJudge(chat=build_chat(),
-                           max_concurrency=int(os.environ.get("MEMTEND_JUDGE_CONCURRENCY", "4")))
+def build_judge(settings: Settings) -> JudgeResource:
+    if settings.llm == "openai":
+        return OpenAIJudge(chat=build_chat(settings), max_concurrency=settings.judge_concurrency)
     return OfflineJudge()
 
 
-def build_summarizer() -> SummarizerResource:
-    """Topic summaries by the chat model when ``MEMTEND_LLM=openai``, else extractive (offline)."""
-    return LLMSummarizer(chat=build_chat()) if uses_openai("LLM") else ExtractiveSummarizer()
+def build_summarizer(settings: Settings) -> SummarizerResource:
+    """Topic summaries by the chat model with ``MEMTEND_LLM=openai``, else extractive (offline)."""
+    if settings.llm == "openai":
+        return LLMSummarizer(chat=build_chat(settings))
+    return ExtractiveSummarizer()
 
 
-def build_resources() -> dict[str, Any]:
+def build_resources(settings: Settings) -> dict[str, Any]:
     return {
-        "neo4j": env_config.neo4j_resource(os.environ, LocalNeo4jSettings.from_env().uri,
-                                           embedding_dimension()),
-        "embedder": build_embedder(),
-        "judge": build_judge(),
-        "inbox": InboxResource(
-            root=os.environ.get("MEMTEND_INBOX", "data/inbox"),
-            quarantine_dir=os.environ.get("MEMTEND_QUARANTINE", "data/quarantine"),
-        ),
-        "summarizer": build_summarizer(),
-        "backups": BackupStorage(root=backup_dir_from_env()),
+        "neo4j": build_neo4j(settings),
+        "embedder": build_embedder(settings),
+        "judge": build_judge(settings),
+        "inbox": InboxResource(root=settings.inbox, quarantine_dir=settings.quarantine),
+        "summarizer": build_summarizer(settings),
+        "backups": BackupStorage(root=settings.backup_dir),
+        "context_profiles": ContextProfiles(config_file=settings.context_config or ""),
     }

@@ -112,7 +112,7 @@ def _chown(path: Path, user: str | None) -> None:
 
 
 def _run(command: list[str], user: str | None, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, user=user, capture_output=True, text=True,
+    return subprocess.run(command, user=user, capture_output=True, text=True, check=False,
                           stdin=subprocess.DEVNULL, **kwargs)
 
 
@@ -213,9 +213,8 @@ def down(cluster: LocalPostgres) -> bool:
 
 
 cli = typer.Typer(add_completion=False, help="Manage a local PostgreSQL for Dagster's instance storage.")
-HomeOption = typer.Option(PROJECT_ROOT / ".postgres", envvar="MEMTEND_POSTGRES_HOME",
-                          help="Folder for the cluster's data, log and password.")
-PortOption = typer.Option(5433, envvar="MEMTEND_POSTGRES_PORT", help="TCP port on 127.0.0.1.")
+HomeOption = typer.Option(PROJECT_ROOT / ".postgres", help="Folder for the cluster's data, log and password.")
+PortOption = typer.Option(5433, help="TCP port on 127.0.0.1.")
 
 
 @cli.command("up")

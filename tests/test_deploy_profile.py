@@ -12,8 +12,10 @@ import dagster as dg
 import pytest
 import yaml
 
-from mem_resources import env_config, local_postgres
+from mem_assets.resources import build_chat, build_neo4j
+from mem_resources import local_postgres
 from mem_resources.local_postgres import LocalPostgres, LocalPostgresError
+from mem_resources.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_TENANT = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
@@ -55,16 +57,25 @@ def test_dg_finds_the_project_definitions():
     assert dg_config["project"]["code_location_target_module"] == "mem_assets.definitions"
 
 
-def test_set_variables_become_env_var_config_and_unset_ones_local_defaults():
-    resource = env_config.neo4j_resource({"NEO4J_URI": "neo4j+s://db.example:7687",
-                                          "NEO4J_PASSWORD": "s3cret", "NEO4J_USER": ""},
-                                         default_uri="bolt://127.0.0.1:7687")
-    assert isinstance(resource.uri, dg.EnvVar) and resource.uri.env_var_name == "NEO4J_URI"
-    assert isinstance(resource.password, dg.EnvVar)
-    assert resource.user == "" and resource.database == "neo4j"
-    chat = env_config.chat_resource({"OPENAI_API_KEY": "sk-test"})
+def test_connection_settings_from_the_environment_reach_dagster_as_env_vars(monkeypatch):
+    for name in ("NEO4J_USER", "NEO4J_DATABASE", "OPENAI_BASE_URL", "MEMTEND_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NEO4J_URI", "neo4j+s://db.example:7687")
+    monkeypatch.setenv("NEO4J_PASSWORD", "s3cret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    settings = load_settings()
+    neo4j, chat = build_neo4j(settings), build_chat(settings)
+    assert isinstance(neo4j.uri, dg.EnvVar) and neo4j.uri.env_var_name == "NEO4J_URI"
+    assert isinstance(neo4j.password, dg.EnvVar) and neo4j.password.env_var_name == "NEO4J_PASSWORD"
+    assert neo4j.user == "" and neo4j.database == "neo4j"
     assert isinstance(chat.api_key, dg.EnvVar) and chat.base_url is None
     assert chat.model == "gpt-4o-mini"
+
+
+def test_values_set_in_code_stay_values_even_when_the_environment_differs(monkeypatch):
+    monkeypatch.setenv("NEO4J_URI", "bolt://from-the-environment:7687")
+    neo4j = build_neo4j(Settings(neo4j_uri="bolt://set-in-code:7687"))
+    assert neo4j.uri == "bolt://set-in-code:7687" and not isinstance(neo4j.uri, dg.EnvVar)
 
 
 def test_local_postgres_refuses_a_port_held_by_something_else(tmp_path: Path):

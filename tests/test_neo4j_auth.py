@@ -1,7 +1,8 @@
 """The pipeline against a Neo4j that requires a password, with credentials only in env vars.
 
 Starts a second local server with authentication on (port ``MEMTEND_NEO4J_AUTH_PORT`` or a free
-one, home ``<MEMTEND_NEO4J_HOME>_auth``), as a deployed Neo4j or Aura would be.
+one, home ``<MEMTEND_NEO4J_HOME>_auth``), as a deployed Neo4j or Aura would be, and builds the
+resources exactly as the code location does (``build_resources(load_settings())``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ import pytest
 from neo4j import GraphDatabase
 
 from mem_assets.definitions import tenant_pipeline
-from mem_resources import env_config, local_neo4j
-from mem_resources.embedder import HashingEmbedder
-from mem_resources.inbox import InboxResource
-from mem_resources.judges import OfflineJudge
-from mem_resources.summarizers import ExtractiveSummarizer
+from mem_assets.resources import build_resources
+from mem_resources import local_neo4j
+from mem_resources.settings import load_settings
 from tests.support.dagster_server import free_port
 from tests.support.pipeline import materialize_partition
 
@@ -31,9 +30,10 @@ PASSWORD = "memtend-auth-test"
 
 @pytest.fixture(scope="module")
 def auth_server() -> Iterator[local_neo4j.LocalNeo4jSettings]:
-    if os.environ.get("NEO4J_URI"):
+    settings = load_settings()
+    if settings.neo4j_uri:
         pytest.skip("an external server is configured; the local launcher is not used")
-    base = local_neo4j.LocalNeo4jSettings.from_env()
+    base = local_neo4j.LocalNeo4jSettings.from_settings(settings)
     settings = dataclasses.replace(
         base, home=base.home.with_name(base.home.name + "_auth"),
         port=int(os.environ.get("MEMTEND_NEO4J_AUTH_PORT") or free_port()),
@@ -45,18 +45,14 @@ def auth_server() -> Iterator[local_neo4j.LocalNeo4jSettings]:
         local_neo4j.down(settings)
 
 
-def _resources(environ: dict[str, str], tmp_path: Path) -> dict:
-    neo4j = env_config.neo4j_resource(environ, default_uri="bolt://127.0.0.1:1")
-    return {"neo4j": neo4j, "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
-            "judge": OfflineJudge(), "summarizer": ExtractiveSummarizer(),
-            "inbox": InboxResource(root=str(tmp_path / "inbox"), quarantine_dir=str(tmp_path / "q"))}
-
-
-def _set_credentials(monkeypatch: pytest.MonkeyPatch, uri: str, password: str) -> dict[str, str]:
+def _environment(monkeypatch: pytest.MonkeyPatch, uri: str, password: str, tmp_path: Path) -> dict:
+    """What a deployment sets; returns the code location's resources built from it."""
     for name, value in {"NEO4J_URI": uri, "NEO4J_USER": "neo4j", "NEO4J_PASSWORD": password,
-                        "NEO4J_DATABASE": "neo4j"}.items():
+                        "NEO4J_DATABASE": "neo4j", "MEMTEND_INBOX": str(tmp_path / "inbox"),
+                        "MEMTEND_QUARANTINE": str(tmp_path / "q"), "MEMTEND_LLM": "offline",
+                        "MEMTEND_EMBEDDER": "offline"}.items():
         monkeypatch.setenv(name, value)
-    return dict(os.environ)
+    return build_resources(load_settings())
 
 
 def test_the_server_refuses_clients_without_the_password(auth_server):
@@ -66,9 +62,8 @@ def test_the_server_refuses_clients_without_the_password(auth_server):
 
 
 def test_tend_memory_runs_with_credentials_from_env_vars(auth_server, monkeypatch, tmp_path, tenant):
-    environ = _set_credentials(monkeypatch, auth_server.uri, PASSWORD)
+    resources = _environment(monkeypatch, auth_server.uri, PASSWORD, tmp_path)
     shutil.copytree(SAMPLE, tmp_path / "inbox" / tenant)
-    resources = _resources(environ, tmp_path)
     for field in ("uri", "user", "password", "database"):
         assert isinstance(getattr(resources["neo4j"], field), dg.EnvVar), field
 
@@ -84,12 +79,12 @@ def test_tend_memory_runs_with_credentials_from_env_vars(auth_server, monkeypatc
 
 
 def test_a_wrong_password_in_the_environment_fails_the_run(auth_server, monkeypatch, tmp_path, tenant):
-    environ = _set_credentials(monkeypatch, auth_server.uri, "wrong-password")
+    resources = _environment(monkeypatch, auth_server.uri, "wrong-password", tmp_path)
     shutil.copytree(SAMPLE, tmp_path / "inbox" / tenant)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("tenants", [tenant])
         result = dg.materialize(tenant_pipeline[:1], partition_key=tenant, instance=instance,
-                                resources=_resources(environ, tmp_path), raise_on_error=False)
+                                resources=resources, raise_on_error=False)
     assert not result.success
     failure = result.get_step_failure_events()[0].step_failure_data.error
     assert "Unauthorized" in failure.to_string() or "authentication" in failure.to_string().lower()

@@ -5,6 +5,7 @@ webserver and ``dagster-daemon`` on it, several tenants' ``tend_memory`` runs qu
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 import time
@@ -75,26 +76,26 @@ def test_queued_tenants_on_postgres_run_one_at_a_time_per_tenant_and_all_succeed
             (inbox / tenant / sample.name).write_bytes(b"".join(lines))
     for key, value in postgres.dagster_env().items():
         monkeypatch.setenv(key, value)
-    env = {"NEO4J_URI": neo4j_uri, "MEMTEND_SENSORS": "off", "MEMTEND_INBOX": str(inbox),
+    env = {"NEO4J_URI": neo4j_uri, "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(inbox),
            "MEMTEND_QUARANTINE": str(home / "quarantine"), **postgres.dagster_env()}
 
-    with dagster_webserver_and_daemon(home, env, instance_yaml=ROOT / "deploy" / "dagster.yaml") as server:
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-            instance.add_dynamic_partitions("tenants", tenants)
-            client = DagsterGraphQLClient("127.0.0.1", port_number=int(server.url.rsplit(":", 1)[1]))
-            queue = [*tenants, *(f"{name}_{suffix}" for name in TWICE)]
-            run_ids = [client.submit_job_execution(
-                "tend_memory", repository_location_name="memtend", repository_name="__repository__",
-                run_config=IN_PROCESS, tags={"dagster/partition": tenant}) for tenant in queue]
+    with (dagster_webserver_and_daemon(home, env, instance_yaml=ROOT / "deploy" / "dagster.yaml") as server,
+          dg.DagsterInstance.from_config(str(home)) as instance):
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        instance.add_dynamic_partitions("tenants", tenants)
+        client = DagsterGraphQLClient("127.0.0.1", port_number=int(server.url.rsplit(":", 1)[1]))
+        queue = [*tenants, *(f"{name}_{suffix}" for name in TWICE)]
+        run_ids = [client.submit_job_execution(
+            "tend_memory", repository_location_name="memtend", repository_name="__repository__",
+            run_config=IN_PROCESS, tags={"dagster/partition": tenant}) for tenant in queue]
 
-            deadline = time.monotonic() + 240
-            while True:
-                records = instance.get_run_records(dg.RunsFilter(run_ids=run_ids))
-                if all(record.dagster_run.is_finished for record in records):
-                    break
-                assert time.monotonic() < deadline, f"runs still going; logs in {home}"
-                time.sleep(1)
+        deadline = time.monotonic() + 240
+        while True:
+            records = instance.get_run_records(dg.RunsFilter(run_ids=run_ids))
+            if all(record.dagster_run.is_finished for record in records):
+                break
+            assert time.monotonic() < deadline, f"runs still going; logs in {home}"
+            time.sleep(1)
 
     statuses = {record.dagster_run.run_id: record.dagster_run.status for record in records}
     assert set(statuses.values()) == {dg.DagsterRunStatus.SUCCESS}, statuses
@@ -102,17 +103,18 @@ def test_queued_tenants_on_postgres_run_one_at_a_time_per_tenant_and_all_succeed
     assert {tenant: len(spans) for tenant, spans in intervals.items()} == {
         tenant: 1 + (name in TWICE) for name, tenant in zip(TENANTS, tenants)}
     for tenant, spans in intervals.items():
-        for (_, first_end), (second_start, _) in zip(spans, spans[1:]):
+        for (_, first_end), (second_start, _) in itertools.pairwise(spans):
             assert second_start >= first_end, f"two runs of {tenant} overlapped"
     peak = max_concurrent_tenants(intervals)
+    starts, ends = zip(*(span for spans in intervals.values() for span in spans), strict=True)
     print(f"\nconcurrent tenants: peak {peak} of {len(tenants)} ({len(run_ids)} runs, "
-          f"{max(end for spans in intervals.values() for _, end in spans) - min(start for spans in intervals.values() for start, _ in spans):.0f} s wall)")
+          f"{max(ends) - min(starts):.0f} s wall)")
     assert peak >= 2, "runs of different tenants never overlapped: the limit is not per tenant"
 
-    with psycopg2.connect(host="127.0.0.1", port=postgres.port, user=local_postgres.SUPERUSER,
-                          password=postgres.password, dbname=postgres.db_name) as conn:
-        with conn.cursor() as cur:
-            cur.execute("SELECT run_id FROM runs WHERE run_id = ANY(%s)", (run_ids,))
-            assert {row[0] for row in cur.fetchall()} == set(run_ids)
+    with (psycopg2.connect(host="127.0.0.1", port=postgres.port, user=local_postgres.SUPERUSER,
+                           password=postgres.password, dbname=postgres.db_name) as conn,
+          conn.cursor() as cur):
+        cur.execute("SELECT run_id FROM runs WHERE run_id = ANY(%s)", (run_ids,))
+        assert {row[0] for row in cur.fetchall()} == set(run_ids)
     for tenant in tenants:
         assert node_count(neo4j, tenant) > 0
