@@ -1,5 +1,6 @@
 """Incremental dedup of one tenant: candidates -> judgments -> merged nodes (seed 000 §4–§5)."""
 
+from collections.abc import Sequence
 from typing import Literal
 
 import dagster as dg
@@ -15,15 +16,18 @@ from mem_assets.dedup.candidates import (
     find_candidates,
     index_candidates,
 )
-from mem_assets.dedup.judges import JudgeResource
+from mem_assets.dedup.judges import Fusion, JudgeResource
 from mem_assets.dedup.judging import judge_pairs
+from mem_assets.dedup.labels import Label
 from mem_assets.dedup.planning import item_from_properties, plan_resolutions
 from mem_assets.dedup.resolution import DONE, apply_plan
 from mem_resources.embedder import EmbedderResource
+from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.progress import tracked
 
 
 class DedupConfig(dg.Config):
@@ -116,7 +120,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     tenant = context.partition_key
     with neo4j.session() as session:
         report = judge_pairs(dedup_candidates, judge,
-                             lambda keys: session.execute_read(queries.cached_judgments, tenant, keys))
+                             lambda keys: session.execute_read(queries.cached_judgments, tenant, keys),
+                             sink=context.log.info, label=f"judge {tenant}")
         if report.to_cache:
             now = utc_now()
             session.execute_write(queries.store_judgments, tenant,
@@ -161,10 +166,16 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     with neo4j.session() as session:
         found = session.execute_read(queries.read_nodes, tenant, ids)
         nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
-        plan = plan_resolutions(tenant, judgments, nodes, judge.fuse)
+        with tracked(f"fuse {tenant}", context.log.info, unit="groups") as progress:
+            def fuse(texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
+                fused = judge.fuse(texts, label)
+                progress.advance()
+                return fused
+
+            plan = plan_resolutions(tenant, judgments, nodes, fuse)
         vectors = embedder.embed([m.text for m in plan.merges])
         rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
-                          {i: n.memory for i, n in nodes.items()}, now)
+                          {i: n.memory for i, n in nodes.items()}, now, sink=context.log.info)
         deferred = [row for row in rows if row["status"] not in DONE]
         if deferred:
             context.log.info(f"{len(deferred)} resolutions deferred (a node changed or was archived "

@@ -25,7 +25,8 @@ def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j:
     """The tenant's memory nodes: new inbox lines written as long-term + working memory."""
     tenant = context.partition_key
     report = ingest_tenant(tenant, neo4j, embedder, inbox, config.batch_size,
-                           config.max_text_chars, config.working_memory_capacity)
+                           config.max_text_chars, config.working_memory_capacity,
+                           sink=context.log.info)
     if report.rejected:
         context.log.warning(f"{report.rejected} lines quarantined in {inbox.quarantine_path(tenant)}")
     return dg.MaterializeResult(metadata={

@@ -72,7 +72,8 @@ def _id_table(ids: list[str], limit: int = 20) -> dg.MetadataValue:
 def backup_tenant_op(context: dg.OpExecutionContext, config: BackupConfig, neo4j: Neo4jResource,
                      backups: BackupStorage) -> dg.Output[dict]:
     """Stream the tenant's subgraph into a new backup and rotate old ones."""
-    result = backup_tenant(neo4j, backups.path, config.tenant, config.keep_last, config.page_size)
+    result = backup_tenant(neo4j, backups.path, config.tenant, config.keep_last, config.page_size,
+                           sink=context.log.info)
     counts = result.manifest.counts
     context.log.info(f"backup {result.path}: {counts.nodes} nodes, {counts.relationships} relationships")
     return dg.Output(result.manifest.model_dump(mode="json"), metadata={
@@ -91,7 +92,8 @@ def backup_tenant_op(context: dg.OpExecutionContext, config: BackupConfig, neo4j
 def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo4j: Neo4jResource,
                       backups: BackupStorage) -> dg.Output[dict]:
     """Verify a backup, MERGE it back, and make the tenant a partition again."""
-    result = restore_tenant(neo4j, backups.path, config.tenant, config.backup_id, config.batch_size)
+    result = restore_tenant(neo4j, backups.path, config.tenant, config.backup_id, config.batch_size,
+                            sink=context.log.info)
     if not context.instance.has_dynamic_partition(tenant_partitions.name, config.tenant):
         context.instance.add_dynamic_partitions(tenant_partitions.name, [config.tenant])
     return dg.Output(result.manifest.model_dump(mode="json"), metadata={
@@ -111,7 +113,7 @@ def drop_tenant_op(context: dg.OpExecutionContext, config: DropConfig, neo4j: Ne
     if config.confirm != config.tenant:
         raise dg.Failure(f"confirm must repeat the tenant name {config.tenant!r}; nothing done")
     result = drop_tenant(neo4j, backups.path, config.tenant, config.keep_last,
-                         config.batch_size, config.page_size)
+                         config.batch_size, config.page_size, sink=context.log.info)
     if context.instance.has_dynamic_partition(tenant_partitions.name, config.tenant):
         context.instance.delete_dynamic_partition(tenant_partitions.name, config.tenant)
     return dg.Output(result.backup.manifest.model_dump(mode="json"), metadata={

@@ -26,6 +26,7 @@ from mem_assets.lifecycle.archive import (
 )
 from mem_assets.lifecycle.codec import decode_properties, encode_properties
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.progress import Sink, tracked
 
 T = TypeVar("T")
 
@@ -103,9 +104,10 @@ def _rel_group(rel: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
-                  page_size: int = 1000, compresslevel: int = 1) -> BackupResult:
+                  page_size: int = 1000, compresslevel: int = 1,
+                  sink: Sink | None = None) -> BackupResult:
     """Stream the tenant's nodes (keyset pages per key label) and their relationships to disk,
-    publish the backup, then rotate older ones away."""
+    publish the backup, then rotate older ones away. Progress (nodes) goes to ``sink``."""
     check_tenant(tenant)
     if keep_last < 1:
         raise ValueError("keep_last must be at least 1")
@@ -118,7 +120,9 @@ def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
                 f"({', '.join(queries.KEY_LABELS)}) or no string id; a backup could not restore "
                 "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/graph/schema.py."
             )
-        with BackupWriter(root, tenant, compresslevel=compresslevel) as writer:
+        total = session.execute_read(queries.tenant_node_count, tenant)
+        with (BackupWriter(root, tenant, compresslevel=compresslevel) as writer,
+              tracked(f"backup {tenant}", sink, total=total, unit="nodes") as progress):
             for page in _pages(session, tenant, page_size):
                 for node in page.nodes:
                     writer.write_node(node["id"], node["labels"], page.label,
@@ -128,6 +132,7 @@ def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
                     writer.write_relationships(page.label, start, rel_type, end_key, end,
                                                [encode_properties(r["props"]) for r in group])
                 writer.external_relationships += page.external
+                progress.advance(len(page.nodes))
             manifest = writer.commit()
     rotated = rotate(root, tenant, keep_last)
     return BackupResult(writer.final_path, manifest, rotated, time.perf_counter() - started)
@@ -166,16 +171,23 @@ def _relationship_batches(reader: BackupReader,
 
 
 def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str | None = None,
-                   batch_size: int = 500) -> RestoreResult:
-    """Verify the backup, then MERGE its nodes and relationships back in batches (idempotent)."""
+                   batch_size: int = 500, sink: Sink | None = None) -> RestoreResult:
+    """Verify the backup, then MERGE its nodes and relationships back in batches (idempotent).
+    Progress (nodes, then relationships) goes to ``sink``."""
     started = time.perf_counter()
     reader = open_verified(root, tenant, backup_id)
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
-    with neo4j.session() as session:
+    counts = reader.manifest.counts
+    with (neo4j.session() as session,
+          tracked(f"restore {tenant} nodes", sink, total=counts.nodes, unit="nodes") as progress):
         for node_batch in _node_batches(reader, batch_size):
             for key, rows in node_batch.items():
                 result.nodes_created += session.execute_write(queries.merge_nodes, tenant, key, rows)
                 result.nodes += len(rows)
+                progress.advance(len(rows))
+    with (neo4j.session() as session,
+          tracked(f"restore {tenant} relationships", sink, total=counts.relationships,
+                  unit="relationships") as progress):
         for rel_batch in _relationship_batches(reader, batch_size):
             for (start_key, rel_type, end_key), rows in rel_batch.items():
                 matched, created = session.execute_write(
@@ -185,19 +197,20 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
                                       "relationships point at nodes missing from the backup")
                 result.relationships += sum(len(row["props"]) for row in rows)
                 result.relationships_created += created
+                progress.advance(sum(len(row["props"]) for row in rows))
     result.seconds = time.perf_counter() - started
     return result
 
 
 def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
-                batch_size: int = 1000, page_size: int = 1000) -> DropResult:
+                batch_size: int = 1000, page_size: int = 1000, sink: Sink | None = None) -> DropResult:
     """Back the tenant up, then hard-delete exactly the nodes in that backup, batch by batch.
 
     Ids come from the backup file on disk (re-verified), so nothing is deleted that is not in a
     completed backup. Nodes written after the backup survive and make the drop fail loudly.
     """
     started = time.perf_counter()
-    backup = backup_tenant(neo4j, root, tenant, keep_last, page_size=page_size)
+    backup = backup_tenant(neo4j, root, tenant, keep_last, page_size=page_size, sink=sink)
     external = backup.manifest.counts.external_relationships
     if external:
         raise LifecycleError(
@@ -207,7 +220,8 @@ def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
     reader = open_verified(root, tenant, backup.path.name)
     result = DropResult(backup)
     deleted_by_label: dict[str, int] = defaultdict(int)
-    with neo4j.session() as session:
+    with (neo4j.session() as session,
+          tracked(f"drop {tenant}", sink, total=backup.manifest.counts.nodes, unit="nodes") as progress):
         for chunk in chunks(reader.records(NODES), batch_size):
             by_key: dict[str, list[str]] = defaultdict(list)
             for node in chunk:
@@ -217,6 +231,7 @@ def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
                 deleted_by_label[key] += deleted
                 result.nodes_deleted += deleted
                 result.batches += 1
+                progress.advance(len(ids))
         remaining = session.execute_read(queries.tenant_node_count, tenant)
         remaining += session.execute_read(queries.unaddressable_nodes, tenant)
     result.deleted_by_label = dict(deleted_by_label)

@@ -94,7 +94,8 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
                     embedder: EmbedderResource, summarizer: SummarizerResource,
                     reorg_candidates: pd.DataFrame, memory_clusters: pd.DataFrame) -> pd.DataFrame:
     """One topic parent per cluster (and one over sub-topics), linked to its members by PARENT."""
-    reorganizer = Reorganizer(context.partition_key, neo4j, embedder, summarizer, context.log)
+    reorganizer = Reorganizer(context.partition_key, neo4j, embedder, summarizer, context.log,
+                              sink=context.log.info)
     outcome = reorganizer.run(reorg_candidates, memory_clusters, config.time_budget_s)
     frame = outcome.frame()
     context.add_output_metadata({
