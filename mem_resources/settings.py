@@ -60,8 +60,12 @@ class Settings(BaseSettings):
         description="off: sensors and schedules start stopped (a shared graph, a test instance).")
     dagster_home: str | None = Field(default=None, validation_alias=_env("DAGSTER_HOME"))
     reorg_cron: str = Field(default="0 3 * * *", validation_alias=_env("MEMTEND_REORG_CRON"))
+    executor: Literal["in_process", "multiprocess"] = Field(
+        default="in_process", validation_alias=_env("MEMTEND_EXECUTOR"),
+        description="in_process: a run's steps share one process (cheap; one tenant's steps run "
+                    "one after another anyway); multiprocess: a process per step.")
 
-    @field_validator("embedder", "llm", "automation", mode="before")
+    @field_validator("embedder", "llm", "automation", "executor", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

@@ -86,3 +86,22 @@ def test_local_postgres_refuses_a_port_held_by_something_else(tmp_path: Path):
         with pytest.raises(LocalPostgresError, match="is taken by something that is not this cluster"):
             local_postgres.up(cluster)
     assert not (tmp_path / "pg" / "data").exists()
+
+
+def test_runs_share_one_process_unless_configured_and_llm_steps_are_pooled_and_retried():
+    from mem_assets.definitions import build_definitions
+
+    defs = build_definitions(Settings())
+    assert defs.resolve_job_def("tend_memory").executor_def.name == "in_process"
+    multi = build_definitions(Settings(executor="multiprocess")).resolve_job_def("tend_memory")
+    assert multi.executor_def.name == "multiprocess"
+    ops = {node.name: node.definition for node in defs.resolve_job_def("tend_memory").graph.nodes}
+    for name in ("relation_judgments", "merged_nodes", "summary_parents"):
+        assert ops[name].pool == "llm", name
+        assert ops[name].retry_policy.max_retries == 3 and ops[name].retry_policy.backoff is not None
+    assert {ops[name].pool for name in ("memory_items", "context_graph", "dedup_candidates")} == {
+        "neo4j_write"}
+    assert ops["graph_schema"].pool is None
+    assert defs.resolve_assets_def("graph_schema").group_names_by_key[dg.AssetKey("graph_schema")] == "schema"
+    assert all(spec.owners == ["team:memory-platform"] and spec.code_version
+               for spec in defs.resolve_all_asset_specs())

@@ -17,7 +17,11 @@ from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources import progress
 from mem_resources.llm import OpenAIChatResource
 from tests.support.fake_openai import chat_answer, fake_openai_server
-from tests.support.pipeline import base_resources, materialize_partition, write_inbox_file
+from tests.support.pipeline import (
+    base_resources,
+    materialize_partition,
+    write_inbox_file,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

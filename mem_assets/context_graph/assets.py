@@ -12,6 +12,7 @@ from mem_resources.metadata import preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
+from mem_resources.run_policy import NEO4J_WRITE_POOL, OWNERS
 
 SCHEMA_CHECK = "matches_reference_schema"
 
@@ -31,6 +32,9 @@ class GraphSchemaConfig(dg.Config):
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
     group_name="context",
+    owners=OWNERS,
+    code_version="1",
+    pool=NEO4J_WRITE_POOL,
 )
 def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig, neo4j: Neo4jResource,
                   embedder: EmbedderResource, inbox: InboxResource,
@@ -64,8 +68,10 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
     partitions_def=tenant_partitions,
     deps=["memory_items", context_graph, "merged_nodes", "summary_parents"],
     kinds={"neo4j", "python"},
-    group_name="context",
-    check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset="graph_schema",
+    group_name="schema",
+    owners=OWNERS,
+    code_version="1",
+    check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset="graph_schema", partitions_def=tenant_partitions,
                                    description="No breaking difference from the reference schema.")],
 )
 def graph_schema(context: dg.AssetExecutionContext, config: GraphSchemaConfig,

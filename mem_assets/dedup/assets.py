@@ -28,6 +28,7 @@ from mem_resources.metadata import histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.progress import tracked
+from mem_resources.run_policy import LLM_POOL, LLM_RETRY, NEO4J_WRITE_POOL, OWNERS
 
 
 class DedupConfig(dg.Config):
@@ -66,6 +67,9 @@ def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource
     deps=["memory_items", "context_graph"],
     kinds={"neo4j", "numpy"},
     group_name="dedup",
+    owners=OWNERS,
+    code_version="1",
+    pool=NEO4J_WRITE_POOL,
 )
 def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo4j: Neo4jResource,
                      embedder: EmbedderResource) -> pd.DataFrame:
@@ -112,6 +116,10 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
     group_name="dedup",
+    owners=OWNERS,
+    code_version="1",
+    pool=LLM_POOL,
+    retry_policy=LLM_RETRY,
 )
 def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFrame,
                        neo4j: Neo4jResource, judge: JudgeResource) -> pd.DataFrame:
@@ -153,6 +161,10 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     partitions_def=tenant_partitions,
     kinds={"neo4j"},
     group_name="dedup",
+    owners=OWNERS,
+    code_version="1",
+    pool=LLM_POOL,
+    retry_policy=LLM_RETRY,
 )
 def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFrame,
                  relation_judgments: pd.DataFrame, neo4j: Neo4jResource,

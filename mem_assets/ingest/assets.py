@@ -8,6 +8,7 @@ from mem_resources.metadata import preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
+from mem_resources.run_policy import NEO4J_WRITE_POOL, OWNERS
 
 
 class IngestConfig(WorkingMemoryConfig):
@@ -19,6 +20,9 @@ class IngestConfig(WorkingMemoryConfig):
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
     group_name="ingest",
+    owners=OWNERS,
+    code_version="1",
+    pool=NEO4J_WRITE_POOL,
 )
 def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j: Neo4jResource,
                  embedder: EmbedderResource, inbox: InboxResource) -> dg.MaterializeResult:

@@ -15,6 +15,7 @@ from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memo
 from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.run_policy import NEO4J_WRITE_POOL
 
 
 class TenantConfig(dg.Config):
@@ -88,7 +89,7 @@ def backup_tenant_op(context: dg.OpExecutionContext, config: BackupConfig, neo4j
     })
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo4j: Neo4jResource,
                       backups: BackupStorage) -> dg.Output[dict]:
     """Verify a backup, MERGE it back, and make the tenant a partition again."""
@@ -106,7 +107,7 @@ def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo
     })
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def drop_tenant_op(context: dg.OpExecutionContext, config: DropConfig, neo4j: Neo4jResource,
                    backups: BackupStorage) -> dg.Output[dict]:
     """Back up, delete the tenant's nodes in batches, then remove its partition."""
@@ -124,7 +125,7 @@ def drop_tenant_op(context: dg.OpExecutionContext, config: DropConfig, neo4j: Ne
     })
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def soft_delete_op(context: dg.OpExecutionContext, config: SoftDeleteConfig,
                    neo4j: Neo4jResource) -> dg.Output[list[str]]:
     """Mark memories deleted: every pipeline stops seeing them, nothing is removed."""
@@ -133,7 +134,7 @@ def soft_delete_op(context: dg.OpExecutionContext, config: SoftDeleteConfig,
     return dg.Output(ids, metadata={"soft_deleted": len(ids), "ids": _id_table(ids)})
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def undelete_op(context: dg.OpExecutionContext, config: MemorySelection,
                 neo4j: Neo4jResource) -> dg.Output[list[str]]:
     """Return soft-deleted memories to the status they had."""

@@ -11,6 +11,7 @@ from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import count_table, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.run_policy import LLM_POOL, LLM_RETRY, OWNERS
 
 
 class CandidatesConfig(dg.Config):
@@ -45,6 +46,8 @@ class SummaryConfig(dg.Config):
     deps=["memory_items", "merged_nodes"],
     kinds={"neo4j", "pandas"},
     group_name="reorganize",
+    owners=OWNERS,
+    code_version="1",
 )
 def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
                      neo4j: Neo4jResource, embedder: EmbedderResource) -> pd.DataFrame:
@@ -64,6 +67,8 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     partitions_def=tenant_partitions,
     kinds={"scikitlearn", "pandas"},
     group_name="reorganize",
+    owners=OWNERS,
+    code_version="1",
 )
 def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
                     reorg_candidates: pd.DataFrame) -> pd.DataFrame:
@@ -89,6 +94,10 @@ def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
     partitions_def=tenant_partitions,
     kinds={"neo4j", "pandas"},
     group_name="reorganize",
+    owners=OWNERS,
+    code_version="1",
+    pool=LLM_POOL,
+    retry_policy=LLM_RETRY,
 )
 def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, neo4j: Neo4jResource,
                     embedder: EmbedderResource, summarizer: SummarizerResource,
