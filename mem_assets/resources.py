@@ -8,6 +8,7 @@ from its own environment, so one image serves every deployment. Everything else 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -24,7 +25,8 @@ from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbe
 from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.settings import Settings
+from mem_resources.settings import PROJECT_ROOT, Settings
+from mem_resources.table_io import TableIOManager
 
 
 def _env_or(settings: Settings, field: str, value: Any) -> Any:
@@ -79,6 +81,8 @@ def build_summarizer(settings: Settings) -> SummarizerResource:
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:
+    """``tables`` is the step-output store again, for jobs that clean it (drop tenant)."""
+    tables = TableIOManager(base_path=table_base(settings))
     return {
         "neo4j": build_neo4j(settings),
         "embedder": build_embedder(settings),
@@ -87,4 +91,12 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "summarizer": build_summarizer(settings),
         "backups": BackupStorage(root=settings.backup_dir),
         "context_profiles": ContextProfiles(config_file=settings.context_config or ""),
+        "io_manager": tables,
+        "tables": tables,
     }
+
+
+def table_base(settings: Settings) -> str:
+    """``MEMTEND_IO_BASE``, else ``storage/`` in the Dagster home (as Dagster's own default)."""
+    home = settings.dagster_home or str(PROJECT_ROOT / ".dagster_home")
+    return settings.io_base or str(Path(home) / "storage")

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
         default="on", validation_alias=_env("MEMTEND_AUTOMATION", "MEMTEND_SENSORS"),
         description="off: sensors and schedules start stopped (a shared graph, a test instance).")
     dagster_home: str | None = Field(default=None, validation_alias=_env("DAGSTER_HOME"))
+    io_base: str | None = Field(
+        default=None, validation_alias=_env("MEMTEND_IO_BASE"),
+        description="Where step outputs are stored: a folder or an fsspec URL (s3://…); "
+                    "default <DAGSTER_HOME>/storage.")
     reorg_cron: str = Field(default="0 3 * * *", validation_alias=_env("MEMTEND_REORG_CRON"))
     executor: Literal["in_process", "multiprocess"] = Field(
         default="in_process", validation_alias=_env("MEMTEND_EXECUTOR"),

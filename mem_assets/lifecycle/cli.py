@@ -35,9 +35,12 @@ from mem_assets.lifecycle.operations import (
 )
 from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
+from mem_assets.resources import table_base
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.settings import load_settings
+from mem_resources.table_io import TableIOManager
+from mem_resources.tenant_records import forget_tenant
 
 T = TypeVar("T")
 app = typer.Typer(help="Back up, restore, drop and soft-delete a tenant's memory graph.",
@@ -129,8 +132,7 @@ def drop(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
     typer.echo(f"dropped {result.nodes_deleted} nodes of {tenant!r}; backup {result.backup.path}")
 
     def remove(instance: DagsterInstance) -> None:
-        if instance.has_dynamic_partition(tenant_partitions.name, tenant):
-            instance.delete_dynamic_partition(tenant_partitions.name, tenant)
+        forget_tenant(instance, tenant, TableIOManager(base_path=table_base(load_settings())))
     _with_partitions(remove)
 
 

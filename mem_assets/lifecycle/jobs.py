@@ -16,6 +16,8 @@ from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.run_policy import NEO4J_WRITE_POOL
+from mem_resources.table_io import TableIOManager
+from mem_resources.tenant_records import forget_tenant
 
 
 class TenantConfig(dg.Config):
@@ -109,17 +111,24 @@ def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo
 
 @dg.op(pool=NEO4J_WRITE_POOL)
 def drop_tenant_op(context: dg.OpExecutionContext, config: DropConfig, neo4j: Neo4jResource,
-                   backups: BackupStorage) -> dg.Output[dict]:
-    """Back up, delete the tenant's nodes in batches, then remove its partition."""
+                   backups: BackupStorage,
+                   tables: dg.ResourceParam[TableIOManager]) -> dg.Output[dict]:
+    """Back up, delete the tenant's nodes in batches, then wipe its materializations and stored
+    step outputs and remove its partition."""
     if config.confirm != config.tenant:
         raise dg.Failure(f"confirm must repeat the tenant name {config.tenant!r}; nothing done")
     result = drop_tenant(neo4j, backups.path, config.tenant, config.keep_last,
                          config.batch_size, config.page_size, sink=context.log.info)
-    if context.instance.has_dynamic_partition(tenant_partitions.name, config.tenant):
-        context.instance.delete_dynamic_partition(tenant_partitions.name, config.tenant)
+    forgotten = forget_tenant(context.instance, config.tenant, tables)
+    if forgotten.runs_in_progress:
+        context.log.warning(f"{forgotten.runs_in_progress} runs of {config.tenant!r} are still in "
+                            "progress; their records were kept")
     return dg.Output(result.backup.manifest.model_dump(mode="json"), metadata={
         "backup": dg.MetadataValue.path(str(result.backup.path)),
         "nodes_deleted": result.nodes_deleted,
+        "runs_deleted": forgotten.runs_deleted,
+        "stored_outputs_deleted": forgotten.tables_deleted,
+        "partition_removed": forgotten.partition_removed,
         "deleted_by_label": result.deleted_by_label,
         "delete_batches": result.batches,
     })
