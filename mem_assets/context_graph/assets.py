@@ -8,7 +8,7 @@ from mem_assets.context_graph.loading import ingest_context
 from mem_assets.context_graph.resources import ContextProfiles
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
-from mem_resources.metadata import preview_table
+from mem_resources.metadata import change_marker, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
@@ -49,6 +49,8 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
         context.log.warning(f"{report.rejected} records quarantined in {inbox.quarantine_path(tenant)}")
     superseded = [{"superseded": old, "by": new} for old, new in report.superseded]
     return dg.MaterializeResult(metadata={
+        **change_marker(context, report.nodes_created + report.working_trimmed
+                        + len(report.superseded) > 0),
         "files_ingested": len(report.files_ingested),
         "files_already_ingested": len(report.files_already_ingested),
         "accepted": report.accepted,

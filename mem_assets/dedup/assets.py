@@ -24,7 +24,7 @@ from mem_assets.dedup.resolution import DONE, apply_plan
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import utc_now
-from mem_resources.metadata import histogram, preview_table
+from mem_resources.metadata import change_marker, histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.progress import tracked
@@ -98,6 +98,7 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     pairs["right_text"] = pairs["right_id"].map(texts)
     pairs["seen_at"] = seen_at
     context.add_output_metadata({
+        **change_marker(context, len(new) > 0),
         "unchecked_nodes": len(new),
         "embedded_missing_vectors": embedded,
         "active_nodes_searched": len(active),
@@ -142,6 +143,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     frame = judgments.merge(dedup_candidates[["left_id", "right_id", "left_text", "right_text", "score"]],
                             on=["left_id", "right_id"], how="left") if len(judgments) else judgments
     context.add_output_metadata({
+        **change_marker(context, len(judgments) > 0),
         "pairs": len(judgments),
         "redundant": int(labels.get("redundant", 0)),
         "contradictory": int(labels.get("contradictory", 0)),
@@ -207,6 +209,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
                                          "edges_moved", "archived"])
     applied = result[result["status"] == "applied"]
     context.add_output_metadata({
+        **change_marker(context, len(applied) + len(checked) > 0),
         "merges": int(applied["action"].str.startswith("merge").sum()),
         "supersedes": int((applied["action"] == "supersede").sum()),
         "archived": int(applied["archived"].fillna(0).sum()),

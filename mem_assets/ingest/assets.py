@@ -4,7 +4,7 @@ from pydantic import Field
 from mem_assets.ingest.loading import ingest_tenant
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
-from mem_resources.metadata import preview_table
+from mem_resources.metadata import change_marker, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
@@ -34,7 +34,9 @@ def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j:
     if report.rejected:
         context.log.warning(f"{report.rejected} lines quarantined in {inbox.quarantine_path(tenant)}")
     return dg.MaterializeResult(metadata={
-        "files_ingested": report.files_ingested,
+        **change_marker(context, report.nodes_created + report.working_trimmed > 0),
+        "files_ingested": len(report.files_ingested),
+        "files": dg.MetadataValue.json(report.files_ingested),
         "files_already_ingested": len(report.files_already_ingested),
         "accepted": report.accepted,
         "rejected": report.rejected,
