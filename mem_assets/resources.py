@@ -8,7 +8,6 @@ from its own environment, so one image serves every deployment. Everything else 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -25,8 +24,8 @@ from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbe
 from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.settings import PROJECT_ROOT, Settings
-from mem_resources.table_io import TableIOManager
+from mem_resources.settings import Settings
+from mem_resources.table_io import TableIOManager, table_base
 
 
 def _env_or(settings: Settings, field: str, value: Any) -> Any:
@@ -95,8 +94,3 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "tables": tables,
     }
 
-
-def table_base(settings: Settings) -> str:
-    """``MEMTEND_IO_BASE``, else ``storage/`` in the Dagster home (as Dagster's own default)."""
-    home = settings.dagster_home or str(PROJECT_ROOT / ".dagster_home")
-    return settings.io_base or str(Path(home) / "storage")

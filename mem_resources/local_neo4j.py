@@ -201,14 +201,18 @@ def up(settings: LocalNeo4jSettings) -> str:
         classpath = resolve_classpath(settings)
         conf = _write_conf(settings)
         (settings.home / "data").mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "MEMTEND_NEO4J_INITIAL_PASSWORD": settings.password or ""}
+        password_file = settings.home / "initial-password"
+        password_file.unlink(missing_ok=True)
+        if settings.password is not None:
+            password_file.touch(mode=0o600)
+            password_file.write_text(settings.password)
         log_offset = settings.log_file.stat().st_size if settings.log_file.exists() else 0
         with settings.log_file.open("ab") as log:
             proc = subprocess.Popen(
                 [java, f"-Xmx{settings.heap}", f"-Xms{settings.heap}", *JVM_FLAGS,
                  "-cp", classpath, str(SERVER_DIR / "LocalNeo4j.java"),
-                 str(settings.home / "dbms"), str(conf)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                 str(settings.home / "dbms"), str(conf), str(password_file)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         settings.pid_file.write_text(str(proc.pid))

@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from upath import UPath
 
+from mem_resources.settings import PROJECT_ROOT, Settings
+
 TABLE = "table.json"
 SUFFIX = ".table.zip"
 
@@ -51,6 +53,12 @@ def load_table(data: bytes) -> pd.DataFrame:
                 matrix = np.load(io.BytesIO(archive.read(f"{name}.npy")), allow_pickle=False)
                 frame[name] = list(matrix)
     return frame[columns].reset_index(drop=True)
+
+
+def table_base(settings: Settings) -> str:
+    """``MEMTEND_IO_BASE``, else ``storage/`` in the Dagster home (as Dagster's own default)."""
+    return settings.io_base or str(UPath(settings.dagster_home or PROJECT_ROOT / ".dagster_home")
+                                   / "storage")
 
 
 class TableIOManager(dg.ConfigurableIOManager):

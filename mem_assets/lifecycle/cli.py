@@ -35,11 +35,10 @@ from mem_assets.lifecycle.operations import (
 )
 from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
-from mem_assets.resources import table_base
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.settings import load_settings
-from mem_resources.table_io import TableIOManager
+from mem_resources.table_io import TableIOManager, table_base
 from mem_resources.tenant_records import forget_tenant
 
 T = TypeVar("T")
