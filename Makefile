@@ -3,19 +3,47 @@
 PYTHON_BOOT ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+LOCK := requirements.lock
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: setup neo4j-up neo4j-down neo4j-status demo test ui bench
+.PHONY: setup postgresql lock neo4j-up neo4j-down neo4j-status postgres-up postgres-down demo test ui bench
 
-setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
+setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml postgresql
 
-$(VENV)/.installed: pyproject.toml
+# Debian's PostgreSQL server binaries (initdb, pg_ctl) for the Postgres-backed Dagster instance
+# test and `make postgres-up`. No system cluster is created or started: the project runs its own
+# (mem_resources/local_postgres.py).
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; then :; \
+	elif ! command -v apt-get >/dev/null; then \
+	  echo "PostgreSQL server binaries (initdb, pg_ctl) are required and apt-get is unavailable:"; \
+	  echo "install PostgreSQL 13+ with your package manager"; exit 1; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "PostgreSQL server binaries are required: run 'sudo make postgresql' or"; \
+	  echo "'sudo apt-get install postgresql'"; exit 1; \
+	else \
+	  echo "installing Debian's postgresql package"; \
+	  { $(APT_INSTALL) postgresql-common >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && $(APT_INSTALL) postgresql-common >/dev/null; }; } && \
+	  sed -i 's/^#* *create_main_cluster *=.*/create_main_cluster = false/' \
+	    /etc/postgresql-common/createcluster.conf && \
+	  $(APT_INSTALL) postgresql >/dev/null || { echo "apt-get install postgresql failed"; exit 1; }; \
+	fi
+
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	@command -v java >/dev/null || { echo "Java 17+ is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@command -v mvn >/dev/null || { echo "Maven is required to fetch the Neo4j jars (apt-get install maven)"; exit 1; }
 	$(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $@
+
+# Re-pin every dependency (all extras) after changing pyproject.toml; commit requirements.lock.
+lock: $(VENV)/.installed
+	$(PY) -m pip install --quiet 'pip-tools>=7.4,<8'
+	$(VENV)/bin/pip-compile --quiet --strip-extras --extra dev --extra k8s --no-emit-index-url \
+	  --no-emit-find-links --allow-unsafe -o $(LOCK) pyproject.toml
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
@@ -29,6 +57,12 @@ neo4j-down:
 
 neo4j-status:
 	$(PY) -m mem_resources.local_neo4j status
+
+postgres-up: setup
+	$(PY) -m mem_resources.local_postgres up
+
+postgres-down:
+	$(PY) -m mem_resources.local_postgres down
 
 demo: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \

@@ -44,6 +44,8 @@ def build_definitions(settings: Settings) -> dg.Definitions:
                    *lifecycle_schedules],
         jobs=[tend_memory_job, dedup_job, reorg_job, *lifecycle_jobs],
         resources=build_resources(settings),
+        executor=dg.in_process_executor if settings.executor == "in_process"
+        else dg.multiprocess_executor,
     )
 
 

@@ -1,7 +1,9 @@
 """Resources built from the one ``Settings``: offline defaults, OpenAI-compatible when asked.
 
-Secrets (Neo4j password, API key) are handed to Dagster as ``EnvVar``s so they never show in the
-UI or in run config; everything else is a plain value read once by ``Settings``.
+Connection fields (Neo4j URI, user, password, database; LLM endpoint, key, model) that come from
+the environment are handed to Dagster as ``EnvVar``s: the UI and run config show the variable's
+name, never its value, and each run process (a Kubernetes pod, a worker on another host) reads it
+from its own environment, so one image serves every deployment. Everything else is a plain value.
 """
 
 from __future__ import annotations
@@ -23,38 +25,46 @@ from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import Settings
+from mem_resources.table_io import TableIOManager, table_base
 
 
-def _secret(env_name: str, present: bool) -> str | dg.EnvVar:
-    return dg.EnvVar(env_name) if present else ""
+def _env_or(settings: Settings, field: str, value: Any) -> Any:
+    """``EnvVar`` of the variable ``field`` was read from, else ``value`` (a default, or a value
+    set in code, e.g. by a test)."""
+    name = settings.env_source(field)
+    return dg.EnvVar(name) if name else value
 
 
 def build_neo4j(settings: Settings) -> Neo4jResource:
-    """Like ``Neo4jResource.from_settings``, with the password as an ``EnvVar``."""
+    """Like ``Neo4jResource.from_settings``, with environment-sourced fields as ``EnvVar``s."""
     resource = Neo4jResource.from_settings(settings)
-    password = _secret("NEO4J_PASSWORD", bool(settings.neo4j_password.get_secret_value()))
-    return Neo4jResource(uri=resource.uri, user=resource.user, password=password,
-                         database=resource.database, embedding_dimension=resource.embedding_dimension,
-                         tenant_lock_ttl_s=resource.tenant_lock_ttl_s,
-                         tenant_lock_wait_s=resource.tenant_lock_wait_s)
+    return Neo4jResource(
+        uri=_env_or(settings, "neo4j_uri", resource.uri),
+        user=_env_or(settings, "neo4j_user", resource.user),
+        password=_env_or(settings, "neo4j_password", resource.password),
+        database=_env_or(settings, "neo4j_database", resource.database),
+        embedding_dimension=resource.embedding_dimension,
+        tenant_lock_ttl_s=resource.tenant_lock_ttl_s,
+        tenant_lock_wait_s=resource.tenant_lock_wait_s,
+    )
 
 
 def build_embedder(settings: Settings) -> EmbedderResource:
     if settings.embedder == "openai":
         return OpenAIEmbedder(
             dimension=settings.embedding_dim,
-            model=settings.embedding_model,
-            base_url=settings.openai_base_url,
-            api_key=_secret("OPENAI_API_KEY", settings.openai_api_key is not None) or "not-needed",
+            model=_env_or(settings, "embedding_model", settings.embedding_model),
+            base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
+            api_key=_env_or(settings, "openai_api_key", "not-needed"),
         )
     return HashingEmbedder(dimension=settings.embedding_dim)
 
 
 def build_chat(settings: Settings) -> OpenAIChatResource:
     return OpenAIChatResource(
-        model=settings.llm_model,
-        base_url=settings.openai_base_url,
-        api_key=_secret("OPENAI_API_KEY", settings.openai_api_key is not None) or "not-needed",
+        model=_env_or(settings, "llm_model", settings.llm_model),
+        base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
+        api_key=_env_or(settings, "openai_api_key", "not-needed"),
     )
 
 
@@ -72,6 +82,8 @@ def build_summarizer(settings: Settings) -> SummarizerResource:
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:
+    """``tables`` is the step-output store again, for jobs that clean it (drop tenant)."""
+    tables = TableIOManager(base_path=table_base(settings))
     return {
         "neo4j": build_neo4j(settings),
         "embedder": build_embedder(settings),
@@ -80,4 +92,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "summarizer": build_summarizer(settings),
         "backups": BackupStorage(root=settings.backup_dir),
         "context_profiles": ContextProfiles(config_file=settings.context_config or ""),
+        "io_manager": tables,
+        "tables": tables,
     }
+

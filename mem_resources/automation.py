@@ -37,10 +37,13 @@ def add_unknown_tenants(context: dg.SensorEvaluationContext,
 
 def request_changed_tenants(context: dg.SensorEvaluationContext, inbox: InboxResource,
                             scan_of: Callable[[str], tuple[list[InboxFile], list[SkippedPath]]],
-                            run_key_prefix: str) -> dg.SensorResult:
-    """One run per tenant whose file set changed since the cursor; unknown tenants become
-    partitions in the same tick. The run key carries the digest, so a file set triggers once.
-    Skipped entries (links, FIFOs) count too, so that a run records why they were skipped."""
+                            run_key_prefix: str,
+                            new_in_ledger: Callable[[str, list[InboxFile]], list[InboxFile]]
+                            ) -> dg.SensorResult:
+    """One run per tenant whose file set changed since the cursor and holds a file the graph's
+    ingest ledger does not have (a fresh instance's empty cursor, a touched or renamed file
+    request nothing) or an entry to skip (links, FIFOs: the run records why); unknown tenants
+    become partitions in the same tick. The run key carries the digest, so a set triggers once."""
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     requests: list[dg.RunRequest] = []
     for tenant in map(validate_tenant, inbox.tenants()):
@@ -50,9 +53,11 @@ def request_changed_tenants(context: dg.SensorEvaluationContext, inbox: InboxRes
         files_digest = digest(f.fingerprint for f in [*files, *skipped])
         if seen.get(tenant) == files_digest:
             continue
+        seen[tenant] = files_digest
+        if not skipped and not new_in_ledger(tenant, files):
+            continue
         requests.append(dg.RunRequest(partition_key=tenant,
                                       run_key=f"{run_key_prefix}:{tenant}:{files_digest}"))
-        seen[tenant] = files_digest
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=add_unknown_tenants(context, [r.partition_key for r in requests]),

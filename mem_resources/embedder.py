@@ -8,7 +8,6 @@ from functools import cache
 
 import numpy as np
 from dagster import ConfigurableResource
-from openai import OpenAI
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer
 
 from mem_resources.text import chinese_words, is_chinese, tokens
@@ -80,6 +79,8 @@ class OpenAIEmbedder(EmbedderResource):
     max_retries: int = 5
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from openai import OpenAI  # imported on use: offline runs never load the SDK
+
         client = OpenAI(base_url=self.base_url, api_key=self.api_key,
                         timeout=self.timeout_s, max_retries=self.max_retries)
         chunks: list[np.ndarray] = []

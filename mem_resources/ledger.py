@@ -66,3 +66,9 @@ def record_skipped(neo4j: Neo4jResource, inbox: InboxResource, tenant: str,
                 "accepted": 0, "rejected": 1, "new": 0,
             })
     return [f"{skip.path.name}: {skip.reason}" for skip in fresh]
+def not_yet_ingested(neo4j: Neo4jResource, tenant: str, files: list[InboxFile],
+                     key_of: Callable[[str], str] = lambda sha256: sha256) -> list[InboxFile]:
+    """The files whose ledger key is not recorded: what an ingest run would actually read."""
+    with neo4j.session() as session:
+        done = session.execute_read(memory_queries.ingested_file_hashes, tenant)
+    return [file for file in files if key_of(file.sha256()) not in done]

@@ -6,12 +6,13 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import openai
 from dagster import ConfigurableResource
-from openai import OpenAI
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,18 @@ class OpenAIChatResource(ConfigurableResource):
     temperature: float = 0.0
 
     def client(self) -> OpenAI:
+        """The SDK is imported here, not at module load: every run process would pay ~1 s for
+        it, and offline runs never call it."""
+        from openai import OpenAI
+
         return OpenAI(base_url=self.base_url, api_key=self.api_key,
                       timeout=self.timeout_s, max_retries=self.max_retries)
 
     def complete_json(self, system: str, user: str, schema: type[T],
                       client: OpenAI | None = None) -> tuple[T | None, ChatUsage]:
         """One call; returns ``(None, usage)`` on transport errors or output that fails ``schema``."""
+        import openai
+
         usage = ChatUsage(calls=1)
         try:
             response = (client or self.client()).chat.completions.create(

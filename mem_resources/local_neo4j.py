@@ -4,13 +4,16 @@ The server jars come from Maven Central (``neo4j_server/pom.xml``); a one-file J
 (``neo4j_server/LocalNeo4j.java``) runs the embedded DBMS with Bolt on 127.0.0.1.
 State (data, logs, pid, resolved classpath) lives in ``$MEMTEND_NEO4J_HOME`` (default
 ``.neo4j/`` in the project root, git-ignored). When ``NEO4J_URI`` is set, that server is
-used and nothing is started. Settings come from ``mem_resources.settings``.
+used and nothing is started. Settings come from ``mem_resources.settings``. With ``password``
+set the server requires authentication (user ``neo4j``, that initial password), like any deployed
+Neo4j.
 
     python -m mem_resources.local_neo4j up|down|status
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -24,12 +27,13 @@ from pathlib import Path
 
 import typer
 from neo4j import GraphDatabase
-from neo4j.exceptions import ServiceUnavailable
+from neo4j.exceptions import Neo4jError, ServiceUnavailable
 
 from mem_resources.settings import Settings, load_settings
 
 SERVER_DIR = Path(__file__).parent / "neo4j_server"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+STARTED_MARKER = b"memtend-local-neo4j: started"
 JVM_FLAGS = [
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
     "--add-opens=java.base/java.io=ALL-UNNAMED",
@@ -48,6 +52,8 @@ class LocalNeo4jSettings:
     heap: str
     pagecache: str
     start_timeout_s: float
+    #: None: no authentication. Else auth is on and user ``neo4j`` starts with this password.
+    password: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalNeo4jSettings:
@@ -62,6 +68,10 @@ class LocalNeo4jSettings:
     @property
     def uri(self) -> str:
         return f"bolt://127.0.0.1:{self.port}"
+
+    @property
+    def auth(self) -> tuple[str, str] | None:
+        return ("neo4j", self.password) if self.password is not None else None
 
     @property
     def pid_file(self) -> Path:
@@ -114,7 +124,7 @@ def _write_conf(settings: LocalNeo4jSettings) -> Path:
             f"server.bolt.listen_address=127.0.0.1:{settings.port}",
             "server.http.enabled=false",
             "server.https.enabled=false",
-            "dbms.security.auth_enabled=false",
+            f"dbms.security.auth_enabled={'true' if settings.password is not None else 'false'}",
             f"server.memory.pagecache.size={settings.pagecache}",
             "db.tx_log.preallocate=false",
             "db.tx_log.rotation.retention_policy=2 files",
@@ -143,12 +153,13 @@ def _read_pid(settings: LocalNeo4jSettings) -> int | None:
     return pid if _pid_alive(pid) else None
 
 
-def bolt_answers(uri: str, timeout_s: float = 2.0) -> bool:
+def bolt_answers(uri: str, timeout_s: float = 2.0, auth: tuple[str, str] | None = None) -> bool:
+    """True when a server on ``uri`` accepts these credentials (or none, without auth)."""
     try:
-        with GraphDatabase.driver(uri, auth=None, connection_timeout=timeout_s) as driver:
+        with GraphDatabase.driver(uri, auth=auth, connection_timeout=timeout_s) as driver:
             driver.verify_connectivity()
         return True
-    except (ServiceUnavailable, OSError):
+    except (ServiceUnavailable, Neo4jError, OSError):
         return False
 
 
@@ -157,18 +168,32 @@ def _port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _started(settings: LocalNeo4jSettings, log_offset: int | None) -> bool:
+    """The main we launched has finished start-up (and set the initial password): polling with
+    credentials before that would count as failed logins and trip Neo4j's login rate limit."""
+    if settings.password is None or log_offset is None:
+        return True
+    try:
+        with settings.log_file.open("rb") as log:
+            log.seek(log_offset)
+            return STARTED_MARKER in log.read()
+    except FileNotFoundError:
+        return False
+
+
 def up(settings: LocalNeo4jSettings) -> str:
     """Start the server, or reuse the one already running; return its Bolt URI once it answers."""
     pid = _read_pid(settings)
-    if pid is not None and bolt_answers(settings.uri):
+    if pid is not None and bolt_answers(settings.uri, auth=settings.auth):
         return settings.uri
     if pid is None and _port_in_use(settings.port):
-        if bolt_answers(settings.uri):
+        if bolt_answers(settings.uri, auth=settings.auth):
             return settings.uri
         raise LocalNeo4jError(
             f"Port {settings.port} is taken by something that is not Neo4j; "
             "set MEMTEND_NEO4J_PORT to a free port."
         )
+    log_offset: int | None = None
     if pid is None:
         java = _require("java", "Install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless).")
         if _java_major(java) < 17:
@@ -176,11 +201,17 @@ def up(settings: LocalNeo4jSettings) -> str:
         classpath = resolve_classpath(settings)
         conf = _write_conf(settings)
         (settings.home / "data").mkdir(parents=True, exist_ok=True)
+        password_file = settings.home / "initial-password"
+        password_file.unlink(missing_ok=True)
+        if settings.password is not None:
+            password_file.touch(mode=0o600)
+            password_file.write_text(settings.password)
+        log_offset = settings.log_file.stat().st_size if settings.log_file.exists() else 0
         with settings.log_file.open("ab") as log:
             proc = subprocess.Popen(
                 [java, f"-Xmx{settings.heap}", f"-Xms{settings.heap}", *JVM_FLAGS,
                  "-cp", classpath, str(SERVER_DIR / "LocalNeo4j.java"),
-                 str(settings.home / "dbms"), str(conf)],
+                 str(settings.home / "dbms"), str(conf), str(password_file)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
@@ -190,7 +221,7 @@ def up(settings: LocalNeo4jSettings) -> str:
     while time.monotonic() < deadline:
         if not _pid_alive(pid):
             raise LocalNeo4jError(f"Neo4j exited during start; see {settings.log_file}")
-        if bolt_answers(settings.uri):
+        if _started(settings, log_offset) and bolt_answers(settings.uri, auth=settings.auth):
             return settings.uri
         time.sleep(0.5)
     raise LocalNeo4jError(f"Neo4j did not answer on {settings.uri} within "
@@ -223,17 +254,20 @@ def ensure_neo4j_uri(settings: Settings) -> str:
 
 
 cli = typer.Typer(add_completion=False, help="Manage the project's local Neo4j server.")
+PasswordOption = typer.Option(
+    None, help="Enable authentication; user neo4j gets this initial password (min. 8 characters).")
 
 
 @cli.command("up")
-def up_command() -> None:
+def up_command(password: str | None = PasswordOption) -> None:
     """Start (or reuse) the local server and print its Bolt URI."""
     settings = load_settings()
     if settings.neo4j_uri:
         typer.echo(f"NEO4J_URI is set ({settings.neo4j_uri}); not starting a local server.")
         return
     try:
-        typer.echo(up(LocalNeo4jSettings.from_settings(settings)))
+        typer.echo(up(dataclasses.replace(LocalNeo4jSettings.from_settings(settings),
+                                          password=password)))
     except LocalNeo4jError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -246,11 +280,11 @@ def down_command() -> None:
 
 
 @cli.command("status")
-def status_command() -> None:
+def status_command(password: str | None = PasswordOption) -> None:
     """Say whether the local server runs and answers."""
-    settings = LocalNeo4jSettings.from_settings(load_settings())
+    settings = dataclasses.replace(LocalNeo4jSettings.from_settings(load_settings()), password=password)
     pid = _read_pid(settings)
-    answering = bolt_answers(settings.uri)
+    answering = bolt_answers(settings.uri, auth=settings.auth)
     typer.echo(f"pid={pid} uri={settings.uri} answering={answering}")
     raise typer.Exit(0 if answering else 3)
 

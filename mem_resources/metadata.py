@@ -55,3 +55,23 @@ def offenders_result(offenders: list[Any], what: str) -> dg.AssetCheckResult:
         description=f"{len(offenders)} {what}" if offenders else None,
         metadata={"offenders": len(offenders), "examples": dg.MetadataValue.json(offenders[:10])},
     )
+
+
+def change_marker(context: dg.AssetExecutionContext, changed: bool) -> dict[str, dg.MetadataValue]:
+    """``changed``, and ``last_change``: a link to this run when it changed the graph, else to the
+    run that last did for this partition.
+
+    An idle rerun (nothing new, nothing written) is still materialized, so the partition stays
+    up to date for sensors, backfills and downstream assets; its metadata then says "nothing
+    changed" and links to the run whose counts and previews are worth reading, instead of the
+    run being skipped and the partition looking stale."""
+    run_id: str | None = context.run_id
+    if not changed:
+        records = context.instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=context.asset_key, asset_partitions=[context.partition_key]), limit=1).records
+        previous = records[0].asset_materialization.metadata.get("last_change") if records else None
+        run_id = previous.run_id if isinstance(previous, dg.DagsterRunMetadataValue) else None
+    marker = {"changed": dg.MetadataValue.bool(changed)}
+    if run_id is not None:
+        marker["last_change"] = dg.MetadataValue.dagster_run(run_id)
+    return marker

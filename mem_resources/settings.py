@@ -6,6 +6,7 @@ module reads ``os.environ``. Each field's environment variable is its alias (REA
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -65,9 +66,17 @@ class Settings(BaseSettings):
         default="on", validation_alias=_env("MEMTEND_AUTOMATION", "MEMTEND_SENSORS"),
         description="off: sensors and schedules start stopped (a shared graph, a test instance).")
     dagster_home: str | None = Field(default=None, validation_alias=_env("DAGSTER_HOME"))
+    io_base: str | None = Field(
+        default=None, validation_alias=_env("MEMTEND_IO_BASE"),
+        description="Where step outputs are stored: a folder or an fsspec URL (s3://…); "
+                    "default <DAGSTER_HOME>/storage.")
     reorg_cron: str = Field(default="0 3 * * *", validation_alias=_env("MEMTEND_REORG_CRON"))
+    executor: Literal["in_process", "multiprocess"] = Field(
+        default="in_process", validation_alias=_env("MEMTEND_EXECUTOR"),
+        description="in_process: a run's steps share one process (cheap; one tenant's steps run "
+                    "one after another anyway); multiprocess: a process per step.")
 
-    @field_validator("embedder", "llm", "automation", mode="before")
+    @field_validator("embedder", "llm", "automation", "executor", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
@@ -75,6 +84,19 @@ class Settings(BaseSettings):
     @property
     def automation_on(self) -> bool:
         return self.automation == "on"
+
+    def env_source(self, field: str) -> str | None:
+        """The environment variable that holds ``field``'s current (non-empty) value, if one does;
+        resources hand that name to Dagster as an ``EnvVar`` instead of the value."""
+        value = getattr(self, field)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if value is None or value == "":
+            return None
+        alias = type(self).model_fields[field].validation_alias
+        names = {name.lower() for name in alias.choices} if isinstance(alias, AliasChoices) else set()
+        return next((name for name, raw in os.environ.items()
+                     if name.lower() in names and raw == str(value)), None)
 
 
 def load_settings() -> Settings:

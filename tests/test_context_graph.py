@@ -242,17 +242,19 @@ def test_context_of_a_memory_dedup_merged_away_lands_on_the_survivor(neo4j, tena
     assert row == {"data": "[User] drinks oolong tea daily.", "status": "activated"}
 
 
-def test_sensor_requests_a_context_run_per_changed_tenant(tmp_path: Path):
+def test_sensor_requests_a_context_run_per_changed_tenant(tmp_path: Path, neo4j, tenant):
     root = tmp_path / "inbox"
     inbox = InboxResource(root=str(root), quarantine_dir=str(tmp_path / "q"))
-    write_inbox_file(root, "xnne/context", "a.jsonl", [{"memory": "[User] a"}])
-    write_inbox_file(root, "alice", "plain.jsonl", [{"memory": "a"}])
-    with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance, resources={"inbox": inbox})
+    write_inbox_file(root, f"{tenant}/context", "a.jsonl", [{"memory": "[User] a"}])
+    write_inbox_file(root, f"{tenant}_plain", "plain.jsonl", [{"memory": "a"}])
+    resources = {"inbox": inbox, "neo4j": neo4j}
+    with (dg.instance_for_test() as instance,
+          dg.build_sensor_context(instance=instance, resources=resources) as context):
         first = context_inbox_sensor(context)
-        assert [r.partition_key for r in first.run_requests] == ["xnne"]
-        assert list(first.dynamic_partitions_requests[0].partition_keys) == ["xnne"]
-        instance.add_dynamic_partitions("tenants", ["xnne"])
-        again = context_inbox_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor,
-                                                             resources={"inbox": inbox}))
+        assert [r.partition_key for r in first.run_requests] == [tenant]
+        assert list(first.dynamic_partitions_requests[0].partition_keys) == [tenant]
+        instance.add_dynamic_partitions("tenants", [tenant])
+        with dg.build_sensor_context(instance=instance, cursor=first.cursor,
+                                     resources=resources) as later:
+            again = context_inbox_sensor(later)
         assert again.run_requests == [] and not again.dynamic_partitions_requests

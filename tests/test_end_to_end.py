@@ -15,6 +15,7 @@ from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.table_io import TableIOManager
 from tests.support.pipeline import materialize_partition
 from tests.support.reorg_graph import write_memories
 
@@ -25,7 +26,8 @@ def _resources(neo4j: Neo4jResource, inbox: Path, quarantine: Path) -> dict:
     return {"neo4j": neo4j, "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
             "judge": OfflineJudge(), "summarizer": ExtractiveSummarizer(),
             "inbox": InboxResource(root=str(inbox), quarantine_dir=str(quarantine)),
-            "context_profiles": ContextProfiles()}
+            "context_profiles": ContextProfiles(),
+            "io_manager": TableIOManager(base_path=str(quarantine.parent / "tables"))}
 
 
 def _fingerprint(neo4j: Neo4jResource, tenant: str) -> tuple[int, int, str]:

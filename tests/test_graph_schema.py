@@ -107,3 +107,20 @@ def test_cli_exports_and_diffs(neo4j, neo4j_uri, instance, tmp_path, tenant, mon
     failed = runner.invoke(app, ["diff", "--candidate", str(broken_path)])
     assert failed.exit_code == 1 and "| breaking | direction | IN_SCENE (Scene → MemoryItem)" in failed.output
     assert runner.invoke(app, ["diff"]).exit_code != 0
+
+
+def test_the_schema_check_keeps_one_status_per_tenant(neo4j, instance, tmp_path, tenant):
+    broken, fine = f"{tenant}_broken", f"{tenant}_fine"
+    for name in (broken, fine):
+        load_sample(neo4j, name, instance, tmp_path / name, context_files=("realtime.jsonl",),
+                    plain=False)
+    with neo4j.session() as session:
+        session.run("MATCH (c:Character {user_name: $t})-[r:OWNS_MEMORY]->(m) "
+                    "CREATE (m)-[:OWNS_MEMORY]->(c) DELETE r", t=broken).consume()
+    assert not _check(neo4j, instance, tmp_path, broken).passed
+    assert _check(neo4j, instance, tmp_path, fine).passed
+
+    key = dg.AssetCheckKey(dg.AssetKey("graph_schema"), SCHEMA_CHECK)
+    infos = instance.event_log_storage.get_asset_check_partition_info([key], partition_keys=[broken, fine])
+    status = {info.partition_key: info.latest_execution_status.value for info in infos}
+    assert status == {broken: "FAILED", fine: "SUCCEEDED"}

@@ -66,24 +66,29 @@ def test_two_tenants_with_identical_texts_stay_isolated(neo4j, instance, paths, 
     assert read_as_b == []
 
 
-def test_second_materialization_adds_nothing(neo4j, instance, paths, tenant):
+def test_second_materialization_adds_nothing_and_points_at_the_run_that_did(
+        neo4j, instance, paths, tenant):
     inbox, quarantine = paths
     path = write_inbox_file(inbox, tenant, "day1.jsonl",
                             [_item(f"Fact number {i} about the user.", i) for i in range(30)])
     resources = base_resources(neo4j, inbox, quarantine)
-    first = _meta(materialize_partition([memory_items], tenant, instance, resources))
+    first_run = materialize_partition([memory_items], tenant, instance, resources)
+    first = _meta(first_run)
     assert first["new"] == 30 and first["nodes_created"] == 60
+    assert first["changed"] is True and first["last_change"] == first_run.run_id
     before = node_count(neo4j, tenant)
 
     second = _meta(materialize_partition([memory_items], tenant, instance, resources))
     assert second["new"] == 0 and second["files_already_ingested"] == 1
+    assert second["changed"] is False and second["last_change"] == first_run.run_id
     assert node_count(neo4j, tenant) == before
 
     path.touch()
     write_inbox_file(inbox, tenant, "copy.jsonl", [_item("Fact number 3 about the user.", 3)])
     third = _meta(materialize_partition([memory_items], tenant, instance, resources))
-    assert third["files_ingested"] == ["copy.jsonl"]
+    assert third["files_ingested"] == 1 and third["files"] == ["copy.jsonl"]
     assert (third["new"], third["already_present"]) == (0, 1)
+    assert third["changed"] is False and third["last_change"] == first_run.run_id
     assert node_count(neo4j, tenant) == before + 1  # only the ledger entry of copy.jsonl
 
 

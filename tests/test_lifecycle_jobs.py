@@ -9,7 +9,9 @@ import dagster as dg
 import pytest
 from typer.testing import CliRunner
 
+from mem_assets.dedup.assets import dedup_candidates
 from mem_assets.definitions import defs
+from mem_assets.ingest.assets import memory_items
 from mem_assets.lifecycle import archive
 from mem_assets.lifecycle.cli import app
 from mem_assets.lifecycle.jobs import (
@@ -22,7 +24,13 @@ from mem_assets.lifecycle.jobs import (
 )
 from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.table_io import TableIOManager
 from tests.support.lifecycle import counts, graph_digest, seed_tenant
+from tests.support.pipeline import (
+    base_resources,
+    materialize_partition,
+    write_inbox_file,
+)
 
 
 def _ops(op: str, **config: object) -> dict:
@@ -33,7 +41,8 @@ def test_jobs_drop_and_restore_a_tenant_and_its_partition(
         neo4j: Neo4jResource, tenant: str, tmp_path: Path, instance: dg.DagsterInstance):
     seed_tenant(neo4j, tenant, memory_count=4)
     instance.add_dynamic_partitions("tenants", [tenant])
-    resources = {"neo4j": neo4j, "backups": BackupStorage(root=str(tmp_path))}
+    resources = {"neo4j": neo4j, "backups": BackupStorage(root=str(tmp_path)),
+                 "tables": TableIOManager(base_path=str(tmp_path / "tables"))}
     before = graph_digest(neo4j, tenant)
 
     refused = drop_tenant_job.execute_in_process(
@@ -146,3 +155,32 @@ def test_cli_backup_list_drop_restore_and_soft_delete(
     undone = runner.invoke(app, ["undelete", tenant, "--status", "deleted", "--no-twins"])
     assert undone.exit_code == 0 and "undeleted 1 memories" in undone.output
     assert graph_digest(neo4j, tenant) == before
+
+
+def test_dropping_a_tenant_wipes_its_materializations_stored_outputs_and_partition(
+        neo4j: Neo4jResource, tenant: str, tmp_path: Path, instance: dg.DagsterInstance):
+    other = f"{tenant}_other"
+    resources = base_resources(neo4j, tmp_path / "inbox", tmp_path / "q")
+    for name in (tenant, other):
+        write_inbox_file(tmp_path / "inbox", name, "a.jsonl", [
+            {"memory": "The user has two cats."}, {"memory": "The user has two cats, Luna and Milo."}])
+        assert materialize_partition([memory_items, dedup_candidates], name, instance, resources).success
+    tables = resources["io_manager"]
+    stored = {name: tables._path(dg.AssetKey("dedup_candidates"), name) for name in (tenant, other)}
+    assert all(path.exists() for path in stored.values())
+
+    dropped = drop_tenant_job.execute_in_process(
+        run_config=_ops("drop_tenant_op", tenant=tenant, confirm=tenant), instance=instance,
+        resources={"neo4j": neo4j, "backups": BackupStorage(root=str(tmp_path / "b")), "tables": tables})
+    assert dropped.success
+
+    def materializations(name: str, asset: str) -> int:
+        return len(instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey(asset), asset_partitions=[name]), limit=10).records)
+
+    assert materializations(tenant, "memory_items") == materializations(tenant, "dedup_candidates") == 0
+    assert materializations(other, "memory_items") == materializations(other, "dedup_candidates") == 1
+    assert not stored[tenant].exists() and stored[other].exists()
+    assert not instance.has_dynamic_partition("tenants", tenant)
+    assert instance.has_dynamic_partition("tenants", other)
+    assert counts(neo4j, tenant) == (0, 0)

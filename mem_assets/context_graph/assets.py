@@ -8,10 +8,11 @@ from mem_assets.context_graph.loading import ingest_context
 from mem_assets.context_graph.resources import ContextProfiles
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
-from mem_resources.metadata import preview_table
+from mem_resources.metadata import change_marker, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
+from mem_resources.run_policy import NEO4J_WRITE_POOL, OWNERS
 
 SCHEMA_CHECK = "matches_reference_schema"
 
@@ -31,6 +32,9 @@ class GraphSchemaConfig(dg.Config):
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
     group_name="context",
+    owners=OWNERS,
+    code_version="1",
+    pool=NEO4J_WRITE_POOL,
 )
 def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig, neo4j: Neo4jResource,
                   embedder: EmbedderResource, inbox: InboxResource,
@@ -47,6 +51,8 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
         context.log.warning(f"{report.rejected} records quarantined in {inbox.quarantine_path(tenant)}")
     superseded = [{"superseded": old, "by": new} for old, new in report.superseded]
     return dg.MaterializeResult(metadata={
+        **change_marker(context, report.nodes_created + report.working_trimmed
+                        + len(report.superseded) > 0),
         "files_ingested": len(report.files_ingested),
         "files_already_ingested": len(report.files_already_ingested),
         "files_skipped": report.files_skipped,
@@ -67,8 +73,10 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
     partitions_def=tenant_partitions,
     deps=["memory_items", context_graph, "merged_nodes", "summary_parents"],
     kinds={"neo4j", "python"},
-    group_name="context",
-    check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset="graph_schema",
+    group_name="schema",
+    owners=OWNERS,
+    code_version="1",
+    check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset="graph_schema", partitions_def=tenant_partitions,
                                    description="No breaking difference from the reference schema.")],
 )
 def graph_schema(context: dg.AssetExecutionContext, config: GraphSchemaConfig,

@@ -1,5 +1,6 @@
 """Incremental dedup of one tenant: candidates -> judgments -> merged nodes (seed 000 §4–§5)."""
 
+from collections.abc import Sequence
 from typing import Literal
 
 import dagster as dg
@@ -15,15 +16,19 @@ from mem_assets.dedup.candidates import (
     find_candidates,
     index_candidates,
 )
-from mem_assets.dedup.judges import JudgeResource
+from mem_assets.dedup.judges import Fusion, JudgeResource
 from mem_assets.dedup.judging import judge_pairs
+from mem_assets.dedup.labels import Label
 from mem_assets.dedup.planning import item_from_properties, plan_resolutions
 from mem_assets.dedup.resolution import DONE, apply_plan
 from mem_resources.embedder import EmbedderResource
+from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import utc_now
-from mem_resources.metadata import histogram, preview_table
+from mem_resources.metadata import change_marker, histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
+from mem_resources.progress import tracked
+from mem_resources.run_policy import LLM_POOL, LLM_RETRY, NEO4J_WRITE_POOL, OWNERS
 
 
 class DedupConfig(dg.Config):
@@ -62,6 +67,9 @@ def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource
     deps=["memory_items", "context_graph"],
     kinds={"neo4j", "numpy"},
     group_name="dedup",
+    owners=OWNERS,
+    code_version="1",
+    pool=NEO4J_WRITE_POOL,
 )
 def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo4j: Neo4jResource,
                      embedder: EmbedderResource) -> pd.DataFrame:
@@ -90,6 +98,7 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     pairs["right_text"] = pairs["right_id"].map(texts)
     pairs["seen_at"] = seen_at
     context.add_output_metadata({
+        **change_marker(context, len(new) > 0),
         "unchecked_nodes": len(new),
         "embedded_missing_vectors": embedded,
         "active_nodes_searched": len(active),
@@ -108,6 +117,10 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
     group_name="dedup",
+    owners=OWNERS,
+    code_version="1",
+    pool=LLM_POOL,
+    retry_policy=LLM_RETRY,
 )
 def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFrame,
                        neo4j: Neo4jResource, judge: JudgeResource) -> pd.DataFrame:
@@ -116,7 +129,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     tenant = tenant_of(context)
     with neo4j.session() as session:
         report = judge_pairs(dedup_candidates, judge,
-                             lambda keys: session.execute_read(queries.cached_judgments, tenant, keys))
+                             lambda keys: session.execute_read(queries.cached_judgments, tenant, keys),
+                             sink=context.log.info, label=f"judge {tenant}")
         if report.to_cache:
             now = utc_now()
             session.execute_write(queries.store_judgments, tenant,
@@ -129,6 +143,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     frame = judgments.merge(dedup_candidates[["left_id", "right_id", "left_text", "right_text", "score"]],
                             on=["left_id", "right_id"], how="left") if len(judgments) else judgments
     context.add_output_metadata({
+        **change_marker(context, len(judgments) > 0),
         "pairs": len(judgments),
         "redundant": int(labels.get("redundant", 0)),
         "contradictory": int(labels.get("contradictory", 0)),
@@ -148,6 +163,10 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     partitions_def=tenant_partitions,
     kinds={"neo4j"},
     group_name="dedup",
+    owners=OWNERS,
+    code_version="1",
+    pool=LLM_POOL,
+    retry_policy=LLM_RETRY,
 )
 def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFrame,
                  relation_judgments: pd.DataFrame, neo4j: Neo4jResource,
@@ -161,10 +180,16 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     with neo4j.session() as session:
         found = session.execute_read(queries.read_nodes, tenant, ids)
         nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
-        plan = plan_resolutions(tenant, judgments, nodes, judge.fuse)
+        with tracked(f"fuse {tenant}", context.log.info, unit="groups") as progress:
+            def fuse(texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
+                fused = judge.fuse(texts, label)
+                progress.advance()
+                return fused
+
+            plan = plan_resolutions(tenant, judgments, nodes, fuse)
         vectors = embedder.embed([m.text for m in plan.merges])
         rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
-                          {i: n.memory for i, n in nodes.items()}, now)
+                          {i: n.memory for i, n in nodes.items()}, now, sink=context.log.info)
         deferred = [row for row in rows if row["status"] not in DONE]
         if deferred:
             context.log.info(f"{len(deferred)} resolutions deferred (a node changed or was archived "
@@ -184,6 +209,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
                                          "edges_moved", "archived"])
     applied = result[result["status"] == "applied"]
     context.add_output_metadata({
+        **change_marker(context, len(applied) + len(checked) > 0),
         "merges": int(applied["action"].str.startswith("merge").sum()),
         "supersedes": int((applied["action"] == "supersede").sum()),
         "archived": int(applied["archived"].fillna(0).sum()),

@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from mem_assets.dedup.judges import JudgeResource
+from mem_assets.dedup.judges import JudgeResource, Judgment
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text
+from mem_resources.progress import Sink, tracked
 
 JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed", "pair_key"]
+#: Pairs handed to the judge at once: big enough to keep its concurrent calls busy, small enough
+#: that progress moves.
+JUDGE_BATCH = 64
 
 
 def pair_key(judge_fingerprint: str, text_a: str, text_b: str) -> str:
@@ -31,11 +35,13 @@ class JudgingReport:
 
 
 def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
-                lookup: Callable[[Sequence[str]], dict[str, dict]]) -> JudgingReport:
+                lookup: Callable[[Sequence[str]], dict[str, dict]],
+                sink: Sink | None = None, label: str = "judge") -> JudgingReport:
     """Label each pair (columns left_id, right_id, left_text, right_text).
 
     Identical text pairs share one judgment; ``lookup`` returns cached judgments by key. Failed
-    judgments are returned (label independent, failed) but never offered for caching.
+    judgments are returned (label independent, failed) but never offered for caching. Progress
+    over the uncached pairs goes to ``sink``.
     """
     if pairs.empty:
         return JudgingReport(pd.DataFrame(columns=JUDGMENT_COLUMNS))
@@ -44,8 +50,15 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     texts = dict(zip(keys, zip(pairs["left_text"], pairs["right_text"], strict=True), strict=True))
     cached = lookup(list(texts))
     missing = [key for key in texts if key not in cached]
-    judged, usage = judge.judge_pairs([texts[key] for key in missing])
-    fresh = dict(zip(missing, judged, strict=True))
+    fresh: dict[str, Judgment] = {}
+    usage = ChatUsage()
+    with tracked(label, sink, total=len(missing), unit="pairs") as progress:
+        for start in range(0, len(missing), JUDGE_BATCH):
+            batch = missing[start:start + JUDGE_BATCH]
+            judged, batch_usage = judge.judge_pairs([texts[key] for key in batch])
+            fresh.update(zip(batch, judged, strict=True))
+            usage.add(batch_usage)
+            progress.advance(len(batch))
     rows = []
     for key, left, right in zip(keys, pairs["left_id"], pairs["right_id"], strict=True):
         if key in cached:

@@ -21,6 +21,7 @@ from mem_assets.dedup.planning import (
 )
 from mem_resources.memory_model import MemoryStatus
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.progress import Sink, tracked
 
 DONE = ("applied", "already merged")
 SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
@@ -91,11 +92,11 @@ def _nodes_of(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
 
 def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[list[float]],
                texts: dict[str, str], now: datetime, workers: int = 4,
-               per_transaction: int = 25) -> list[dict]:
+               per_transaction: int = 25, sink: Sink | None = None) -> list[dict]:
     """Node-disjoint resolutions run on parallel sessions, up to ``per_transaction`` of them in one
     write transaction: a resolution is always applied whole or not at all, and one commit per
     resolution cost more than the resolutions themselves. One row per resolution, in plan order
-    (merges, then supersedes)."""
+    (merges, then supersedes). Progress goes to ``sink``."""
     resolutions: list[MergePlan | SupersedePlan] = [*plan.merges, *plan.supersedes]
     vectors = dict(zip(range(len(plan.merges)), embeddings, strict=True))
     outcomes: dict[int, dict] = {}
@@ -127,7 +128,8 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
                     raise
         raise AssertionError("unreachable")
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with (ThreadPoolExecutor(max_workers=workers) as pool,
+          tracked(f"resolve {tenant}", sink, total=len(resolutions), unit="resolutions") as progress):
         for group in rounds(resolutions):
             chunks = [group[i:i + per_transaction] for i in range(0, len(group), per_transaction)]
             for chunk, results in zip(chunks, pool.map(run, chunks), strict=True):
@@ -137,6 +139,7 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
                     resolution = resolutions[position]
                     retired.update(resolution.sources if isinstance(resolution, MergePlan)
                                    else (resolution.older,))
+            progress.advance(len(group))
     rows = []
     for position, resolution in enumerate(resolutions):
         if isinstance(resolution, MergePlan):

@@ -4,10 +4,11 @@ from pydantic import Field
 from mem_assets.ingest.loading import ingest_tenant
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
-from mem_resources.metadata import preview_table
+from mem_resources.metadata import change_marker, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
 from mem_resources.run_config import WorkingMemoryConfig
+from mem_resources.run_policy import NEO4J_WRITE_POOL, OWNERS
 
 
 class IngestConfig(WorkingMemoryConfig):
@@ -19,19 +20,25 @@ class IngestConfig(WorkingMemoryConfig):
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
     group_name="ingest",
+    owners=OWNERS,
+    code_version="1",
+    pool=NEO4J_WRITE_POOL,
 )
 def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j: Neo4jResource,
                  embedder: EmbedderResource, inbox: InboxResource) -> dg.MaterializeResult:
     """The tenant's memory nodes: new inbox lines written as long-term + working memory."""
     tenant = tenant_of(context)
     report = ingest_tenant(tenant, neo4j, embedder, inbox, config.batch_size,
-                           config.max_text_chars, config.working_memory_capacity)
+                           config.max_text_chars, config.working_memory_capacity,
+                           sink=context.log.info)
     for skipped in report.files_skipped:
         context.log.warning(f"inbox entry skipped, not read: {skipped}")
     if report.rejected:
         context.log.warning(f"{report.rejected} lines quarantined in {inbox.quarantine_path(tenant)}")
     return dg.MaterializeResult(metadata={
-        "files_ingested": report.files_ingested,
+        **change_marker(context, report.nodes_created + report.working_trimmed > 0),
+        "files_ingested": len(report.files_ingested),
+        "files": dg.MetadataValue.json(report.files_ingested),
         "files_already_ingested": len(report.files_already_ingested),
         "files_skipped": report.files_skipped,
         "accepted": report.accepted,

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
+from pathlib import Path
 
 from neo4j import ManagedTransaction
 
@@ -19,6 +20,7 @@ from mem_resources.memory_model import MemoryItem, utc_now
 from mem_resources.memory_nodes import PlannedMemory, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.parsing import ParsedLine, parse_lines
+from mem_resources.progress import Progress, Sink, tracked
 
 PREVIEW_ROWS = 10
 
@@ -74,9 +76,16 @@ def _write_and_trim(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem]
     return created, memory_queries.trim_working_memory(tx, tenant, working_memory_capacity, now)
 
 
+def count_lines(path: Path) -> int:
+    """Non-blank lines: the total a file's progress is measured against."""
+    with path.open("rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
 def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResource,
                 inbox: InboxResource, batch_size: int, max_chars: int,
-                working_memory_capacity: int, report: IngestReport, now: datetime) -> None:
+                working_memory_capacity: int, report: IngestReport, now: datetime,
+                progress: Progress) -> None:
     """Chunk k+1 is prepared (parse, existence check, embedding) while chunk k is written."""
     tenant = file.tenant
     lines = parse_lines(file.path, max_chars)
@@ -92,7 +101,9 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
                 report.rejection_kinds.update(r.kind for r in chunk.rejections)
             report.accepted += chunk.accepted
             report.already_present += chunk.accepted - len(chunk.fresh)
+            lines_done = chunk.accepted + len(chunk.rejections)
             if not chunk.fresh:
+                progress.advance(lines_done)
                 continue
             with neo4j.session() as session:
                 created, trimmed = session.execute_write(
@@ -106,12 +117,14 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
                  "memory": p.item.memory[:120]}
                 for p in chunk.fresh[:room]
             )
+            progress.advance(lines_done)
 
 
 def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                   inbox: InboxResource, batch_size: int, max_chars: int,
-                  working_memory_capacity: int) -> IngestReport:
-    """Ingest every inbox file of ``tenant`` not in the ledger; a file is recorded once done."""
+                  working_memory_capacity: int, sink: Sink | None = None) -> IngestReport:
+    """Ingest every inbox file of ``tenant`` not in the ledger; a file is recorded once done.
+    Long files report progress (lines, rate, ETA) to ``sink``."""
     report = IngestReport()
     now = utc_now()
     files, skipped = inbox.scan(tenant)
@@ -119,8 +132,10 @@ def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
 
     def ingest(file: InboxFile) -> dict[str, int]:
         before = (report.accepted, report.rejected, report.new)
-        ingest_file(file, neo4j, embedder, inbox, batch_size, max_chars,
-                    working_memory_capacity, report, now)
+        with tracked(f"ingest {tenant}/{file.path.name}", sink, total=count_lines(file.path),
+                     unit="lines") as progress:
+            ingest_file(file, neo4j, embedder, inbox, batch_size, max_chars,
+                        working_memory_capacity, report, now, progress)
         return {"accepted": report.accepted - before[0], "rejected": report.rejected - before[1],
                 "new": report.new - before[2]}
 

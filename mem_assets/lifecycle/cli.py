@@ -40,6 +40,8 @@ from mem_resources.partitions import tenant_partitions
 from mem_resources.settings import load_settings
 from mem_resources.tenant_lock import TenantBusy
 from mem_resources.tenants import InvalidTenant, validate_tenant
+from mem_resources.table_io import TableIOManager, table_base
+from mem_resources.tenant_records import forget_tenant
 
 T = TypeVar("T")
 
@@ -141,8 +143,7 @@ def drop(tenant: Tenant, keep_last: KeepLast = DEFAULT_KEEP_LAST,
     typer.echo(f"dropped {result.nodes_deleted} nodes of {tenant!r}; backup {result.backup.path}")
 
     def remove(instance: DagsterInstance) -> None:
-        if instance.has_dynamic_partition(tenant_partitions.name, tenant):
-            instance.delete_dynamic_partition(tenant_partitions.name, tenant)
+        forget_tenant(instance, tenant, TableIOManager(base_path=table_base(load_settings())))
     _with_partitions(remove)
 
 

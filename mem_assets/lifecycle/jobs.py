@@ -23,6 +23,9 @@ def tenant_run_tags(tenant: str) -> dict[str, str]:
     """Tags that put a lifecycle run under the per-tenant run limit of dagster.yaml (keyed on
     the partition tag every pipeline run of the tenant carries)."""
     return {"memtend/tenant": tenant, "dagster/partition": tenant}
+from mem_resources.run_policy import NEO4J_WRITE_POOL
+from mem_resources.table_io import TableIOManager
+from mem_resources.tenant_records import forget_tenant
 
 
 class TenantConfig(dg.Config):
@@ -101,7 +104,7 @@ def backup_tenant_op(context: dg.OpExecutionContext, config: BackupConfig, neo4j
     })
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo4j: Neo4jResource,
                       backups: BackupStorage) -> dg.Output[dict]:
     """Verify a backup, MERGE it back, and make the tenant a partition again."""
@@ -119,25 +122,33 @@ def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo
     })
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def drop_tenant_op(context: dg.OpExecutionContext, config: DropConfig, neo4j: Neo4jResource,
-                   backups: BackupStorage) -> dg.Output[dict]:
-    """Back up, delete the tenant's nodes in batches, then remove its partition."""
+                   backups: BackupStorage,
+                   tables: dg.ResourceParam[TableIOManager]) -> dg.Output[dict]:
+    """Back up, delete the tenant's nodes in batches, then wipe its materializations and stored
+    step outputs and remove its partition."""
     if config.confirm != config.tenant:
         raise dg.Failure(f"confirm must repeat the tenant name {config.tenant!r}; nothing done")
     result = drop_tenant(neo4j, backups.path, config.tenant, config.keep_last,
-                         config.batch_size, config.page_size, holder=_holder(context))
-    if context.instance.has_dynamic_partition(tenant_partitions.name, config.tenant):
-        context.instance.delete_dynamic_partition(tenant_partitions.name, config.tenant)
+                         config.batch_size, config.page_size, holder=_holder(context),
+                         sink=context.log.info)
+    forgotten = forget_tenant(context.instance, config.tenant, tables)
+    if forgotten.runs_in_progress:
+        context.log.warning(f"{forgotten.runs_in_progress} runs of {config.tenant!r} are still in "
+                            "progress; their records were kept")
     return dg.Output(result.backup.manifest.model_dump(mode="json"), metadata={
         "backup": dg.MetadataValue.path(str(result.backup.path)),
         "nodes_deleted": result.nodes_deleted,
+        "runs_deleted": forgotten.runs_deleted,
+        "stored_outputs_deleted": forgotten.tables_deleted,
+        "partition_removed": forgotten.partition_removed,
         "deleted_by_label": result.deleted_by_label,
         "delete_batches": result.batches,
     })
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def soft_delete_op(context: dg.OpExecutionContext, config: SoftDeleteConfig,
                    neo4j: Neo4jResource) -> dg.Output[list[str]]:
     """Mark memories deleted: every pipeline stops seeing them, nothing is removed."""
@@ -147,7 +158,7 @@ def soft_delete_op(context: dg.OpExecutionContext, config: SoftDeleteConfig,
     return dg.Output(ids, metadata={"soft_deleted": len(ids), "ids": _id_table(ids)})
 
 
-@dg.op
+@dg.op(pool=NEO4J_WRITE_POOL)
 def undelete_op(context: dg.OpExecutionContext, config: MemorySelection,
                 neo4j: Neo4jResource) -> dg.Output[list[str]]:
     """Return soft-deleted memories to the status they had."""

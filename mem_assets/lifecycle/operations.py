@@ -26,6 +26,7 @@ from mem_assets.lifecycle.archive import (
 )
 from mem_assets.lifecycle.codec import decode_properties, encode_properties
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.progress import Sink, tracked
 
 T = TypeVar("T")
 
@@ -268,7 +269,8 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
 
 
 def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
-                batch_size: int = 1000, page_size: int = 1000, holder: str | None = None) -> DropResult:
+                batch_size: int = 1000, page_size: int = 1000, holder: str | None = None,
+                sink: Sink | None = None) -> DropResult:
     """Back the tenant up, then hard-delete exactly the nodes in that backup, batch by batch.
 
     Ids come from the backup file on disk (re-verified), so nothing is deleted that is not in a
@@ -277,11 +279,11 @@ def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
     """
     lease = neo4j.lease(tenant, holder, info="a drop")
     with lease:
-        return _drop_held(neo4j, root, tenant, keep_last, batch_size, page_size, lease.holder)
+        return _drop_held(neo4j, root, tenant, keep_last, batch_size, page_size, lease.holder, sink)
 
 
 def _drop_held(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int, batch_size: int,
-               page_size: int, holder: str) -> DropResult:
+               page_size: int, holder: str, sink: Sink | None) -> DropResult:
     started = time.perf_counter()
     backup = backup_tenant(neo4j, root, tenant, keep_last, page_size=page_size, holder=holder)
     external = backup.manifest.counts.external_relationships
@@ -293,7 +295,8 @@ def _drop_held(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int, ba
     reader = open_verified(root, tenant, backup.path.name)
     result = DropResult(backup)
     deleted_by_label: dict[str, int] = defaultdict(int)
-    with neo4j.session() as session:
+    with (neo4j.session() as session,
+          tracked(f"drop {tenant}", sink, total=backup.manifest.counts.nodes, unit="nodes") as progress):
         for chunk in chunks(reader.records(NODES), batch_size):
             by_key: dict[str, list[str]] = defaultdict(list)
             for node in chunk:
@@ -303,6 +306,7 @@ def _drop_held(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int, ba
                 deleted_by_label[key] += deleted
                 result.nodes_deleted += deleted
                 result.batches += 1
+                progress.advance(len(ids))
         remaining = session.execute_read(queries.tenant_node_count, tenant)
         remaining += session.execute_read(queries.unaddressable_nodes, tenant)
     result.deleted_by_label = dict(deleted_by_label)

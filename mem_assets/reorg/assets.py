@@ -8,9 +8,10 @@ from mem_assets.reorg.clustering import ClusteringParams, cluster_table
 from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
 from mem_assets.reorg.summarizers import SummarizerResource
 from mem_resources.embedder import EmbedderResource
-from mem_resources.metadata import count_table, preview_table
+from mem_resources.metadata import change_marker, count_table, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
+from mem_resources.run_policy import LLM_POOL, LLM_RETRY, OWNERS
 
 
 class CandidatesConfig(dg.Config):
@@ -45,12 +46,15 @@ class SummaryConfig(dg.Config):
     deps=["memory_items", "merged_nodes"],
     kinds={"neo4j", "pandas"},
     group_name="reorganize",
+    owners=OWNERS,
+    code_version="1",
 )
 def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
                      neo4j: Neo4jResource, embedder: EmbedderResource) -> pd.DataFrame:
     """The tenant's orphan memories (no PARENT edge), for memory types with enough new ones."""
     frame, counts, re_embedded = load_candidates(neo4j, embedder, tenant_of(context), config.min_group_size)
     context.add_output_metadata({
+        **change_marker(context, len(frame) > 0),
         "candidates": len(frame),
         "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
         "re_embedded": re_embedded,
@@ -64,6 +68,8 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     partitions_def=tenant_partitions,
     kinds={"scikitlearn", "pandas"},
     group_name="reorganize",
+    owners=OWNERS,
+    code_version="1",
 )
 def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
                     reorg_candidates: pd.DataFrame) -> pd.DataFrame:
@@ -74,6 +80,7 @@ def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
     kept = frame[frame["status"] == "kept"]
     leaves_per_topic = kept.groupby("topic").size()
     context.add_output_metadata({
+        **change_marker(context, len(kept) > 0),
         "clusters": len(kept),
         "topics": len(leaves_per_topic),
         "two_level_topics": int((leaves_per_topic > 1).sum()),
@@ -89,15 +96,21 @@ def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
     partitions_def=tenant_partitions,
     kinds={"neo4j", "pandas"},
     group_name="reorganize",
+    owners=OWNERS,
+    code_version="1",
+    pool=LLM_POOL,
+    retry_policy=LLM_RETRY,
 )
 def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, neo4j: Neo4jResource,
                     embedder: EmbedderResource, summarizer: SummarizerResource,
                     reorg_candidates: pd.DataFrame, memory_clusters: pd.DataFrame) -> pd.DataFrame:
     """One topic parent per cluster (and one over sub-topics), linked to its members by PARENT."""
-    reorganizer = Reorganizer(tenant_of(context), neo4j, embedder, summarizer, context.log)
+    reorganizer = Reorganizer(tenant_of(context), neo4j, embedder, summarizer, context.log,
+                              sink=context.log.info)
     outcome = reorganizer.run(reorg_candidates, memory_clusters, config.time_budget_s)
     frame = outcome.frame()
     context.add_output_metadata({
+        **change_marker(context, outcome.parents_created + outcome.edges_created > 0),
         "parents_written": len(frame),
         "parents_created": outcome.parents_created,
         "parent_edges_created": outcome.edges_created,

@@ -35,6 +35,7 @@ from mem_resources.memory_model import (
     utc_now,
 )
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.progress import Sink, tracked
 from mem_resources.text import language_of
 
 TOPIC_CONFIDENCE = 0.66
@@ -163,7 +164,8 @@ class Reorganizer:
 
     def __init__(self, tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                  summarizer: SummarizerResource, log: logging.Logger | Any,
-                 clock: Callable[[], float] = time.monotonic, batch_edges: int = 5000) -> None:
+                 clock: Callable[[], float] = time.monotonic, batch_edges: int = 5000,
+                 sink: Sink | None = None) -> None:
         self.tenant = tenant
         self.neo4j = neo4j
         self.embedder = embedder
@@ -171,6 +173,7 @@ class Reorganizer:
         self.log = log
         self.clock = clock
         self.batch_edges = batch_edges
+        self.sink = sink
         self.outcome = ReorgOutcome()
         self._pending: list[tuple[str, _Parent]] = []
 
@@ -181,20 +184,24 @@ class Reorganizer:
             self.outcome.set_aside_small = session.execute_write(
                 queries.mark_set_aside, self.tenant, small, SET_ASIDE_SMALL)
         kept = clusters[clusters["status"] == "kept"]
-        for memory_type, of_type in kept.groupby("memory_type", sort=True):
-            context = _TypeContext(candidates[candidates["memory_type"] == memory_type]
-                                   .reset_index(drop=True))
-            topics = list(of_type.groupby("topic", sort=True))
-            for position, (topic, leaves) in enumerate(topics):
-                if self.clock() >= deadline:
-                    self._flush()
-                    self._defer([leaves_ for _, leaves_ in topics[position:]])
-                    self.log.warning(f"Time budget of {time_budget_s:.0f}s used up: {len(topics) - position} "
-                                     f"{memory_type} topics deferred to the next run")
-                    self.outcome.stopped_by_budget = True
-                    return self.outcome
-                self._topic(str(memory_type), str(topic), list(leaves["node_ids"]), context)
-        self._flush()
+        total = kept.groupby(["memory_type", "topic"]).ngroups if len(kept) else 0
+        with tracked(f"reorganize {self.tenant}", self.sink, total=total, unit="topics") as progress:
+            for memory_type, of_type in kept.groupby("memory_type", sort=True):
+                context = _TypeContext(candidates[candidates["memory_type"] == memory_type]
+                                       .reset_index(drop=True))
+                topics = list(of_type.groupby("topic", sort=True))
+                for position, (topic, leaves) in enumerate(topics):
+                    if self.clock() >= deadline:
+                        self._flush()
+                        self._defer([leaves_ for _, leaves_ in topics[position:]])
+                        self.log.warning(f"Time budget of {time_budget_s:.0f}s used up: "
+                                         f"{len(topics) - position} {memory_type} topics deferred "
+                                         "to the next run")
+                        self.outcome.stopped_by_budget = True
+                        return self.outcome
+                    self._topic(str(memory_type), str(topic), list(leaves["node_ids"]), context)
+                    progress.advance()
+            self._flush()
         return self.outcome
 
     def _defer(self, remaining: list[pd.DataFrame]) -> None:

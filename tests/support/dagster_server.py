@@ -75,19 +75,20 @@ def _wait_until_up(server: DagsterServer, process: subprocess.Popen[bytes], time
 
 
 @contextmanager
-def dagster_webserver_and_daemon(home: Path, env: dict[str, str],
-                                 timeout_s: float = 300) -> Iterator[DagsterServer]:
+def dagster_webserver_and_daemon(home: Path, env: dict[str, str], timeout_s: float = 300,
+                                 instance_yaml: Path = ROOT / "dagster.yaml") -> Iterator[DagsterServer]:
     """``dagster-webserver -w workspace.yaml`` on a free port plus ``dagster-daemon run``.
 
-    DAGSTER_HOME is ``home`` with the repo's dagster.yaml (per-tenant run limit) copied in.
+    DAGSTER_HOME is ``home`` with ``instance_yaml`` (default: the repo's dagster.yaml, with the
+    per-tenant run limit) copied in.
     """
     home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(instance_yaml, home / "dagster.yaml")
     port = free_port()
     full_env = {**os.environ, **env, "DAGSTER_HOME": str(home),
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     workspace = str(ROOT / "workspace.yaml")
-    # Create the instance's SQLite storage once, before two processes race to create it.
+    # Create the instance's storage once, before two processes race to create it.
     subprocess.run([str(BIN / "dagster"), "instance", "migrate"], cwd=ROOT, env=full_env,
                    check=True, capture_output=True)
     processes: list[subprocess.Popen[bytes]] = []

@@ -13,6 +13,7 @@ from mem_assets.context_graph.resources import ContextProfiles
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.table_io import TableIOManager
 
 
 def write_inbox_file(inbox_root: Path, tenant: str, name: str, lines: Sequence[dict | str | bytes]) -> Path:
@@ -34,6 +35,7 @@ def base_resources(neo4j: Neo4jResource, inbox_root: Path, quarantine: Path) -> 
         "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
         "inbox": InboxResource(root=str(inbox_root), quarantine_dir=str(quarantine)),
         "context_profiles": ContextProfiles(),
+        "io_manager": TableIOManager(base_path=str(quarantine.parent / "tables")),
     }
 
 

@@ -1,0 +1,97 @@
+"""What a run costs beyond its work: the reorganization chain of one tenant through the CLI.
+
+For each executor (in-process, the default, and multiprocess), a fresh tenant of N orphan
+memories is seeded (untimed), then ``dagster job execute -j reorg_job`` runs as a user would run
+it, in its own process on a throwaway instance. Reported: the command's wall time, the compute
+time of its steps (sum of step durations from the instance), and the wall time of the same job
+run in-process in this already-warm process (``execute_in_process``, a third fresh tenant); the
+target is CLI wall < 2 x in-process time.
+
+    python bench/run_overhead_bench.py [--nodes 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import dagster as dg
+from measure import drop_bench_tenant
+from reorg_bench import _setup
+
+from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def run_chain(home: Path, uri: str, tenant: str, executor: str) -> tuple[float, float, int]:
+    """Wall seconds of the CLI command, summed step seconds, number of steps."""
+    env = {**os.environ, "DAGSTER_HOME": str(home), "NEO4J_URI": uri, "MEMTEND_AUTOMATION": "off",
+           "MEMTEND_EXECUTOR": executor}
+    started = time.perf_counter()
+    subprocess.run([str(BIN / "dagster"), "job", "execute", "-m", "mem_assets.definitions",
+                    "-j", "reorg_job", "--tags", json.dumps({"dagster/partition": tenant})],
+                   cwd=ROOT, env=env, check=True, capture_output=True)
+    wall = time.perf_counter() - started
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        [record] = instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": tenant}))
+        assert record.dagster_run.status == dg.DagsterRunStatus.SUCCESS
+        stats = instance.get_run_step_stats(record.dagster_run.run_id)
+    compute = sum((s.end_time or 0.0) - (s.start_time or 0.0) for s in stats)
+    return wall, compute, len(stats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=2000)
+    args = parser.parse_args()
+    uri = ensure_neo4j_uri(load_settings())
+    neo4j = Neo4jResource(uri=uri)
+    home = Path(tempfile.mkdtemp(prefix="memtend-overhead-"))
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    print(f"reorg chain (reorg_candidates -> memory_clusters -> summary_parents), "
+          f"{args.nodes} orphan memories, `dagster job execute`")
+    from mem_assets.definitions import defs
+
+    try:
+        tenant = f"bench_overhead_{uuid.uuid4().hex[:8]}"
+        _setup(uri, tenant, args.nodes)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            instance.add_dynamic_partitions("tenants", [tenant])
+            started = time.perf_counter()
+            result = defs.resolve_job_def("reorg_job").execute_in_process(
+                partition_key=tenant, instance=instance,
+                resources={"neo4j": Neo4jResource(uri=uri)})
+            in_process = time.perf_counter() - started
+        drop_bench_tenant(neo4j, tenant)
+        assert result.success
+        print(f"  in-process (warm)   {in_process:6.1f} s")
+        for executor in ("in_process", "multiprocess"):
+            tenant = f"bench_overhead_{uuid.uuid4().hex[:8]}"
+            _setup(uri, tenant, args.nodes)
+            with dg.DagsterInstance.from_config(str(home)) as instance:
+                instance.add_dynamic_partitions("tenants", [tenant])
+            try:
+                wall, compute, steps = run_chain(home, uri, tenant, executor)
+            finally:
+                drop_bench_tenant(neo4j, tenant)
+            print(f"  CLI, {executor:<12} wall {wall:6.1f} s  (steps {compute:4.1f} s, {steps} steps)  "
+                  f"{wall / in_process:4.2f} x in-process")
+    finally:
+        neo4j.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
