@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy.cluster.hierarchy import fcluster, linkage
 from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import silhouette_score
@@ -175,3 +176,90 @@ def cluster_table(candidates: pd.DataFrame, params: ClusteringParams) -> pd.Data
                      "size": len(leaf), "node_ids": ids[leaf].tolist()}
                     for c, leaf in enumerate(plan.set_aside))
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
+
+
+def similar_groups(vectors: np.ndarray, min_similarity: float, block_rows: int = 2000,
+                   seed: int = 0) -> list[np.ndarray]:
+    """Groups in which members are, on average, at least ``min_similarity`` alike (cosine).
+
+    Average-linkage agglomerative clustering cut at ``1 - min_similarity``: the number of groups
+    follows the data instead of being chosen up front, and a memory like no other stays alone.
+    Above ``block_rows`` rows, KMeans first cuts the rows into blocks of about that size (the
+    linkage needs memory quadratic in its input); groups of one theme split across blocks are
+    joined again by ``merge_groups``. ``vectors`` are unit rows.
+    """
+    rows = np.arange(len(vectors))
+    if len(rows) < 2:
+        return [rows] if len(rows) else []
+    with threadpool_limits(limits=1):
+        blocks = ([rows] if len(rows) <= block_rows
+                  else [rows[labels == label] for labels in [_kmeans_labels(vectors, math.ceil(len(rows) / block_rows), seed)]
+                        for label in np.unique(labels)])
+    groups: list[np.ndarray] = []
+    for block in blocks:
+        if len(block) < 2:
+            groups.append(block)
+            continue
+        tree = linkage(vectors[block].astype(np.float64), method="average", metric="cosine")
+        labels = fcluster(tree, t=1.0 - min_similarity, criterion="distance")
+        groups.extend(block[labels == label] for label in np.unique(labels))
+    return groups
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1, norms)
+
+
+def merge_groups(sums: np.ndarray, min_similarity: float, chunk: int = 2048) -> list[list[int]]:
+    """Indices of groups to join: rounds of mutual best pairs whose mean vectors (``sums`` rows,
+    each a group's vector sum) have cosine >= ``min_similarity``, until no pair is left.
+
+    Mutual best pairs only, so one round never chains A-B-C into a topic A and C would not join.
+    """
+    members: list[list[int]] = [[i] for i in range(len(sums))]
+    current = np.asarray(sums, dtype=np.float64)
+    while len(current) > 1:
+        unit = _unit(current)
+        best = np.empty(len(unit), dtype=np.int64)
+        score = np.empty(len(unit))
+        for start in range(0, len(unit), chunk):
+            sims = unit[start:start + chunk] @ unit.T
+            np.fill_diagonal(sims[:, start:start + chunk], -np.inf)
+            best[start:start + chunk] = sims.argmax(axis=1)
+            score[start:start + chunk] = sims.max(axis=1)
+        pairs = [(i, int(j)) for i, j in enumerate(best)
+                 if i < j and best[j] == i and score[i] >= min_similarity]
+        if not pairs:
+            break
+        joined = {j for _, j in pairs}
+        for i, j in pairs:
+            members[i] = members[i] + members[j]
+            current[i] = current[i] + current[j]
+        keep = [i for i in range(len(members)) if i not in joined]
+        members = [members[i] for i in keep]
+        current = current[keep]
+    return [sorted(group) for group in members]
+
+
+def leaves_of(vectors: np.ndarray, rows: np.ndarray, max_size: int, min_size: int,
+              seed: int) -> list[np.ndarray]:
+    """``rows`` cut into leaves of at most ``max_size``; a leaf under ``min_size`` gives its rows to
+    the nearest leaf with room (a sub-topic of two memories helps no reader)."""
+    leaves = [leaf for leaf in split_to_max(vectors, rows, max_size, seed) if len(leaf)]
+    if len(leaves) < 2:
+        return leaves
+    small = [leaf for leaf in leaves if len(leaf) < min_size]
+    kept = [list(leaf) for leaf in leaves if len(leaf) >= min_size]
+    if not kept:
+        return leaves
+    for leaf in small:
+        for row in leaf:
+            centroids = _unit(np.array([vectors[members].mean(axis=0) for members in kept]))
+            order = np.argsort(-(centroids @ vectors[row]), kind="stable")
+            target = next((int(k) for k in order if len(kept[k]) < max_size), None)
+            if target is None:
+                kept.append([row])
+            else:
+                kept[target].append(row)
+    return [np.array(sorted(leaf)) for leaf in kept]
