@@ -191,10 +191,11 @@ def similar_groups(vectors: np.ndarray, min_similarity: float, block_rows: int =
     rows = np.arange(len(vectors))
     if len(rows) < 2:
         return [rows] if len(rows) else []
-    with threadpool_limits(limits=1):
-        blocks = ([rows] if len(rows) <= block_rows
-                  else [rows[labels == label] for labels in [_kmeans_labels(vectors, math.ceil(len(rows) / block_rows), seed)]
-                        for label in np.unique(labels)])
+    blocks = [rows]
+    if len(rows) > block_rows:
+        with threadpool_limits(limits=1):
+            labels = _kmeans_labels(vectors, math.ceil(len(rows) / block_rows), seed)
+        blocks = [rows[labels == label] for label in np.unique(labels)]
     groups: list[np.ndarray] = []
     for block in blocks:
         if len(block) < 2:
