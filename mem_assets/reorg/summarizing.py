@@ -9,6 +9,8 @@ the background is written in the language most of the members are written in.
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
@@ -99,10 +101,10 @@ def phrases(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
     previous: tuple[str, str] | None = None
     for token in _PHRASE_TOKEN.findall(unicodedata.normalize("NFKC", text)):
-        if _CJK.match(token):
+        if is_chinese(token):
             previous = None
-            for word in _chinese_words(token):
-                if word not in _CJK_GENERIC:
+            for word in chinese_words(token, hmm=False):
+                if len(word) >= 2 and word not in _CJK_STOP and word not in _CJK_GENERIC:
                     found.setdefault(f"z:{word}", word)
             continue
         word = token.lower().removesuffix("'s")

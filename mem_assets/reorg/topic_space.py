@@ -9,17 +9,16 @@ extra is stored and they follow the tenant as it grows.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+from mem_resources.text import CJK
 
 
 def language(text: str) -> str:
     """``zh`` for a text with any Chinese character, else ``en``."""
-    return "zh" if _CJK.search(text) else "en"
+    return "zh" if CJK.search(text) else "en"
 
 
 def languages(texts: Iterable[str]) -> np.ndarray:
