@@ -35,7 +35,7 @@ SUMMARY: dict[str, dict[str, tuple[str, ...]]] = {
               "relation_judgments": ("redundant", "contradictory", "judge_calls"),
               "merged_nodes": ("merges", "supersedes")},
     "reorg": {"reorg_candidates": ("candidates",), "memory_clusters": ("topics",),
-              "summary_parents": ("parents_created",)},
+              "summary_parents": ("topics_created", "topics_grown")},
     "schema": {"graph_schema": ("node_types", "nodes", "breaking_differences")},
 }
 QUIET_LOGGING = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

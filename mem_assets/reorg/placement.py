@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -414,3 +415,31 @@ def near_duplicate_roots(roots: Sequence[Topic], merge_similarity: float) -> lis
             if first < second and langs[first] == langs[second]:
                 pairs.append((float(sims[i, j]), roots[first], roots[second]))
     return sorted(pairs, key=lambda pair: (-pair[0], pair[1].id, pair[2].id))
+
+
+def memories_below(topics: Mapping[str, Topic], tid: str) -> set[str]:
+    topic = topics[tid]
+    if topic.level == 1:
+        return set(topic.children)
+    return {m for child in topic.children if child in topics for m in topics[child].children}
+
+
+def rebuild_lineage(old: Mapping[str, Topic], new: Mapping[str, Topic]) -> dict[str, str]:
+    """For each old topic, the new topic of its level (or the nearest level) holding most of its
+    memories; a topic whose memories all stayed unplaced points at the largest new top-level topic.
+    Empty when the rebuild made no topic at all (then nothing is retired)."""
+    if not new:
+        return {}
+    home: dict[int, dict[str, str]] = {1: {}, 2: {}}
+    for tid, topic in new.items():
+        if topic.level == 1:
+            root = topic.parent or tid
+            for member in topic.children:
+                home[1][member] = tid
+                home[2][member] = root
+    largest = max((t for t in new.values() if t.parent is None), key=lambda t: (t.member_count, t.id)).id
+    lineage = {}
+    for tid, topic in sorted(old.items()):
+        counts = Counter(home[topic.level][m] for m in memories_below(old, tid) if m in home[topic.level])
+        lineage[tid] = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0] if counts else largest
+    return lineage
