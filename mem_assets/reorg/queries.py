@@ -87,24 +87,6 @@ def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
     return orphans
 
 
-def mark_set_aside(tx: ManagedTransaction, tenant: str, ids: Sequence[str], reason: str) -> int:
-    """Remember orphans left out of every cluster, so only new orphans trigger another pass."""
-    if not ids:
-        return 0
-    record = tx.run(
-        """
-        UNWIND $ids AS id
-        MATCH (m:MemoryItem {user_name: $tenant, id: id})
-        SET m.reorg_set_aside_at = coalesce(m.reorg_set_aside_at, datetime()),
-            m.reorg_set_aside_reason = $reason
-        REMOVE m.reorg_deferred_at
-        RETURN count(m) AS marked
-        """,
-        tenant=tenant, ids=list(ids), reason=reason,
-    ).single()
-    return record["marked"] if record else 0
-
-
 def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> int:
     """Orphans of clusters a run had no time left for: the next run takes them first."""
     if not ids:
@@ -120,44 +102,6 @@ def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> in
         tenant=tenant, ids=list(ids),
     ).single()
     return record["marked"] if record else 0
-
-
-@dataclass(frozen=True)
-class TopicWrite:
-    parents_created: int
-    edges_created: int
-
-
-def write_topics(tx: ManagedTransaction, tenant: str, parents: list[dict[str, Any]],
-                 links: list[dict[str, str]]) -> TopicWrite:
-    """Summary parents and their PARENT edges (parent → child) in one transaction: all or nothing.
-
-    Parents are MERGEd on their deterministic id and only filled on creation, so writing the same
-    clusters again changes nothing.
-    """
-    if any(props["user_name"] != tenant for props in parents):
-        raise ValueError("a summary parent must belong to the tenant it is written for")
-    created = tx.run(
-        """
-        UNWIND $parents AS props
-        MERGE (p:MemoryItem {user_name: $tenant, id: props.id})
-        ON CREATE SET p:Node, p += props
-        """,
-        tenant=tenant, parents=parents,
-    ).consume().counters.nodes_created
-    edges = tx.run(
-        """
-        UNWIND $links AS link
-        MATCH (p:MemoryItem {user_name: $tenant, id: link.parent})
-        MATCH (c:MemoryItem {user_name: $tenant, id: link.child})
-        MERGE (p)-[r:PARENT]->(c)
-        ON CREATE SET r.created_at = datetime()
-        WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
-        REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_deferred_at
-        """,
-        tenant=tenant, links=links,
-    ).consume().counters.relationships_created
-    return TopicWrite(parents_created=created, edges_created=edges)
 
 
 def parents_on_cycles(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[str]:
