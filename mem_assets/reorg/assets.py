@@ -39,6 +39,10 @@ class PlacementConfig(dg.Config):
                                     description="Average similarity within a new group (linkage cut).")
     merge_similarity: float = Field(default=DEFAULTS.merge_similarity, ge=-1, le=1,
                                     description="Themes this alike are one topic (near-duplicate check too).")
+    attach_similarity: float = Field(default=DEFAULTS.attach_similarity, ge=-1, le=1,
+                                     description="A new group joins an existing theme this close (by centroid).")
+    attach_margin: float = Field(default=DEFAULTS.attach_margin, ge=0,
+                                 description="...and closer by this much than to any other theme.")
     max_cluster_size: int = Field(default=DEFAULTS.max_members, ge=2, description="Most memories under one topic.")
     min_cluster_size: int = Field(default=DEFAULTS.min_cluster_size, ge=2,
                                   description="Smallest new topic; smaller groups stay unplaced.")
@@ -56,6 +60,7 @@ class PlacementConfig(dg.Config):
         return PlacementParams(
             place_similarity=self.place_similarity, place_margin=self.place_margin,
             group_similarity=self.group_similarity, merge_similarity=self.merge_similarity,
+            attach_similarity=self.attach_similarity, attach_margin=self.attach_margin,
             max_members=self.max_cluster_size, min_cluster_size=self.min_cluster_size,
             refresh_fraction=self.refresh_fraction, seed=self.seed)
 

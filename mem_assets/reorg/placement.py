@@ -9,8 +9,10 @@ level-1 sub-topics) and its pool of unplaced memories:
    A topic that would pass ``max_members`` is cut into sub-topics (KMeans), never overfilled.
 2. **Group** what is left (average-linkage, ``group_similarity``); groups of at least
    ``min_cluster_size`` become topics. New groups whose centroids are ``merge_similarity`` alike
-   become one theme; a new theme that alike an existing one joins it as sub-topics instead of
-   starting a near-duplicate tree.
+   become one theme; a new theme is then offered to the existing topics by its centroid (a mean
+   is steadier than one memory, so ``attach_similarity`` is lower, with a wider
+   ``attach_margin``) and joins the theme it fits as a sub-topic instead of starting a
+   near-duplicate tree.
 3. **Offer again** what is still left, now also to the new topics.
 4. What fits nowhere stays unplaced with a recorded reason (precision first: an unsure memory is
    not filed), and waits for the next cycle's pool.
@@ -46,6 +48,8 @@ class PlacementParams:
     place_margin: float = 0.03
     group_similarity: float = 0.15
     merge_similarity: float = 0.40
+    attach_similarity: float = 0.15
+    attach_margin: float = 0.05
     max_members: int = 20
     min_cluster_size: int = 3
     refresh_fraction: float = 0.25
@@ -147,37 +151,44 @@ class _Cycle:
         return self.space.project(_means(topics, self.vectors.shape[1]), [t.language for t in topics])
 
     # -- offering memories to topics ------------------------------------------------------------
+    def _nearest(self, vectors: np.ndarray, lang: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """For topic-space ``vectors`` of one language: the level-1 topics, the nearest one per
+        vector, its cosine, and the best cosine to a level-1 topic of any *other* theme (root)."""
+        leaves = sorted(tid for tid, t in self.topics.items() if t.level == 1 and t.language == lang)
+        if not leaves:
+            return [], np.zeros(0, dtype=np.int64), np.full(len(vectors), -1.0), np.full(len(vectors), -1.0)
+        roots = np.array([self._root(tid) for tid in leaves], dtype=object)
+        order = np.argsort(roots, kind="stable")
+        leaves = [leaves[i] for i in order]
+        roots = roots[order]
+        starts = np.flatnonzero(np.r_[True, roots[1:] != roots[:-1]])
+        centroids = self._centroids(leaves)
+        best_leaf, best, second = [], [], []
+        for chunk in np.array_split(np.arange(len(vectors)), max(1, len(vectors) // 1024)):
+            sims = vectors[chunk] @ centroids.T
+            best_leaf.append(sims.argmax(axis=1))
+            best.append(sims.max(axis=1))
+            per_root = np.maximum.reduceat(sims, starts, axis=1)
+            second.append(np.partition(per_root, -2, axis=1)[:, -2] if per_root.shape[1] > 1
+                          else np.full(len(chunk), -1.0))
+        return leaves, np.concatenate(best_leaf), np.concatenate(best), np.concatenate(second)
+
     def offer(self) -> None:
         """Rows still unplaced join the nearest level-1 topic when close and unambiguous enough."""
         choices: dict[str, list[int]] = {}
         for lang in np.unique(self.langs[self.unplaced]):
             rows = np.flatnonzero(self.unplaced & (self.langs == lang))
-            leaves = sorted(tid for tid, t in self.topics.items() if t.level == 1 and t.language == lang)
+            leaves, best_leaf, best, second = self._nearest(self.projected[rows], str(lang))
             if not leaves:
                 continue
-            roots = np.array([self._root(tid) for tid in leaves], dtype=object)
-            order = np.argsort(roots, kind="stable")
-            leaves = [leaves[i] for i in order]
-            roots = roots[order]
-            starts = np.flatnonzero(np.r_[True, roots[1:] != roots[:-1]])
-            centroids = self._centroids(leaves)
-            for chunk in np.array_split(rows, max(1, len(rows) // 1024)):
-                sims = self.projected[chunk] @ centroids.T
-                best_leaf = sims.argmax(axis=1)
-                best = sims[np.arange(len(chunk)), best_leaf]
-                per_root = np.maximum.reduceat(sims, starts, axis=1)
-                if per_root.shape[1] > 1:
-                    second = np.partition(per_root, -2, axis=1)[:, -2]
+            for row, leaf, score, other in zip(rows, best_leaf, best, second, strict=True):
+                tid = leaves[int(leaf)]
+                if score < self.params.place_similarity:
+                    self.nearest[int(row)] = (tid, float(score), NO_SIMILAR_TOPIC)
+                elif score - other < self.params.place_margin:
+                    self.nearest[int(row)] = (tid, float(score), AMBIGUOUS)
                 else:
-                    second = np.full(len(chunk), -1.0)
-                for row, leaf, score, other in zip(chunk, best_leaf, best, second, strict=True):
-                    tid = leaves[int(leaf)]
-                    if score < self.params.place_similarity:
-                        self.nearest[int(row)] = (tid, float(score), NO_SIMILAR_TOPIC)
-                    elif score - other < self.params.place_margin:
-                        self.nearest[int(row)] = (tid, float(score), AMBIGUOUS)
-                    else:
-                        choices.setdefault(tid, []).append(int(row))
+                    choices.setdefault(tid, []).append(int(row))
         for tid in sorted(choices):
             self.grow_leaf(tid, choices[tid])
 
@@ -269,17 +280,14 @@ class _Cycle:
             centred = np.array([self.vectors[g].sum(axis=0, dtype=np.float64) - len(g) * mean for g in kept])
             themes = [[kept[i] for i in members]
                       for members in merge_groups(centred, self.params.merge_similarity)]
-            existing = sorted(tid for tid, t in self.topics.items()
-                              if t.parent is None and t.language == lang and tid not in self.plan.created)
-            root_centroids = self._centroids(existing) if existing else None
-            for theme in themes:
-                rows_of_theme = np.concatenate(theme)
+            centroids = self.space.project(
+                np.array([self.vectors[np.concatenate(theme)].mean(axis=0) for theme in themes]), [lang] * len(themes))
+            leaves, best_leaf, best, second = self._nearest(centroids, str(lang))
+            for number, theme in enumerate(themes):
                 target = None
-                if root_centroids is not None:
-                    centroid = self.space.project(self.vectors[rows_of_theme].mean(axis=0, keepdims=True), [lang])[0]
-                    sims = root_centroids @ centroid
-                    if sims.max() >= self.params.merge_similarity:
-                        target = existing[int(sims.argmax())]
+                if leaves and best[number] >= self.params.attach_similarity \
+                        and best[number] - second[number] >= self.params.attach_margin:
+                    target = self._root(leaves[int(best_leaf[number])])
                 self._add_theme(theme, target, str(lang))
 
     def _add_theme(self, theme: list[np.ndarray], target: str | None, lang: str) -> None:
@@ -292,9 +300,6 @@ class _Cycle:
                                                                   self.params.seed))]
         if target is not None and self.topics[target].level == 1:
             root = self.topics[target]
-            if root.member_count + len(all_rows) <= self.params.max_members:
-                self.grow_leaf(target, [int(r) for r in all_rows])
-                return
             old_ids = list(root.children)
             old_raw = self.member_vectors(old_ids).astype(np.float32)
             root.level = 2
