@@ -117,10 +117,12 @@ def parents_on_cycles(tx: ManagedTransaction, tenant: str, limit: int = 20) -> l
 
 
 def parents_with_few_members(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
-    """Topics with fewer than two children of their own tenant (a child of another tenant counts 0)."""
+    """Activated topics with fewer than two children of their own tenant (a child of another
+    tenant counts 0); archived topics are history and keep no edges."""
     result = tx.run(
         """
         MATCH (p:MemoryItem {user_name: $tenant, type: $topic})
+        WHERE coalesce(p.status, 'activated') = 'activated'
         OPTIONAL MATCH (p)-[:PARENT]->(c:MemoryItem {user_name: $tenant})
         WITH p, count(c) AS members
         WHERE members < 2
@@ -325,12 +327,20 @@ class UnitWrite:
 def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]],
                updated: list[dict[str, Any]], children: list[dict[str, Any]],
                retired: list[dict[str, Any]]) -> UnitWrite:
-    """One unit of a placement plan, whole: retire topics (archived, SUPERSEDED_BY their successor,
-    their PARENT edges removed), create new topics, update changed ones, and give every touched
+    """One unit of a placement plan, whole: create new topics, retire old ones (archived,
+    SUPERSEDED_BY their successor, their PARENT edges removed), update changed ones, and give every touched
     topic exactly its planned children (edges to anything else removed; set-aside markers of
     newly placed children cleared)."""
     if any(props["user_name"] != tenant for props in created):
         raise ValueError("a topic must belong to the tenant it is written for")
+    created_nodes = tx.run(
+        """
+        UNWIND $created AS props
+        MERGE (t:MemoryItem {user_name: $tenant, id: props.id})
+        ON CREATE SET t:Node, t += props
+        """,
+        tenant=tenant, created=created,
+    ).consume().counters.nodes_created
     retire_counters = tx.run(
         """
         UNWIND $retired AS row
@@ -345,14 +355,6 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         """,
         tenant=tenant, retired=retired,
     ).consume().counters
-    created_nodes = tx.run(
-        """
-        UNWIND $created AS props
-        MERGE (t:MemoryItem {user_name: $tenant, id: props.id})
-        ON CREATE SET t:Node, t += props
-        """,
-        tenant=tenant, created=created,
-    ).consume().counters.nodes_created
     tx.run(
         """
         UNWIND $updated AS row
