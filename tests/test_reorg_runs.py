@@ -261,3 +261,42 @@ def test_llm_summarizer_asks_in_the_members_language():
 
 def _draft() -> TopicSummary:
     return TopicSummary(key="trip", value="A trip.", tags=["trip"], background="1 memories about trip.")
+
+
+def test_a_topic_left_with_one_member_is_archived_and_its_member_freed(neo4j, tenant, instance):
+    a, b, c, d = write_memories(neo4j, tenant, ["Walked the dog", "Fed the dog", "Bought a cat tree",
+                                                "The cat sleeps a lot"])
+    with neo4j.session() as session:
+        session.run(
+            """
+            UNWIND [['t1', [$a, $b]], ['t2', [$c, $d]]] AS row
+            CREATE (t:Node:MemoryItem {user_name: $tenant, id: row[0], type: 'topic', reorg_level: 1,
+                                       status: 'activated', memory_type: 'LongTermMemory', member_count: 2})
+            WITH t, row UNWIND row[1] AS child
+            MATCH (m:MemoryItem {user_name: $tenant, id: child})
+            CREATE (t)-[:PARENT]->(m)
+            """, tenant=tenant, a=a, b=b, c=c, d=d).consume()
+        session.run(
+            """
+            MATCH (a:MemoryItem {user_name: $tenant, id: $a}), (c:MemoryItem {user_name: $tenant, id: $c})
+            SET a.status = 'archived' CREATE (a)-[:MERGED_TO]->(c)
+            """, tenant=tenant, a=a, c=c).consume()
+    result = run_reorg(neo4j, tenant, instance)
+    metadata = materialization_metadata(result, "reorg_candidates")
+    assert (metadata["edges_moved"], metadata["edges_dropped"], metadata["topics_dissolved"]) == (0, 1, 1)
+    with neo4j.session() as session:
+        t1 = session.run(
+            """
+            MATCH (t:MemoryItem {user_name: $tenant, id: 't1'})
+            OPTIONAL MATCH (t)-[:SUPERSEDED_BY]->(s)
+            OPTIONAL MATCH (t)-[r:PARENT]-()
+            RETURN t.status AS status, t.archived_reason AS reason, s.id AS successor, count(r) AS edges
+            """, tenant=tenant).single().data()
+        freed = session.run("MATCH (m:MemoryItem {user_name: $tenant, id: $b}) "
+                            "RETURN EXISTS { (m)<-[:PARENT]-() } AS placed, m.status AS status",
+                            tenant=tenant, b=b).single().data()
+        t2_children = session.run("MATCH (:MemoryItem {user_name: $tenant, id: 't2'})-[:PARENT]->(m) "
+                                  "RETURN collect(m.id) AS ids", tenant=tenant).single()["ids"]
+    assert t1 == {"status": "archived", "reason": "too_few_members", "successor": b, "edges": 0}
+    assert freed == {"placed": False, "status": "activated"}
+    assert sorted(t2_children) == sorted([c, d])

@@ -38,7 +38,7 @@ def _items(batch: int) -> list[dict]:
 def _ingest_and_reorganize(neo4j, tenant, instance, tmp_path, batch: int, run_config=None):
     inbox = tmp_path / "inbox"
     write_inbox_file(inbox, tenant, f"batch-{batch}.jsonl", [
-        {"memory": row["text"], "memory_type": "LongTermMemory", "created_at": "2026-11-0%dT08:00:00Z" % batch}
+        {"memory": row["text"], "memory_type": "LongTermMemory", "created_at": f"2026-11-0{batch}T08:00:00Z"}
         for row in _items(batch)])
     resources = {"neo4j": neo4j, "embedder": EMBEDDER, "summarizer": ExtractiveSummarizer(),
                  "inbox": InboxResource(root=str(inbox), quarantine_dir=str(tmp_path / "q"))}
@@ -146,8 +146,8 @@ def test_a_merge_afterwards_leaves_no_parent_edge_to_an_archived_memory(neo4j, g
     for mid, row in sorted(tree.items()):
         if row["leaf"]:
             by_leaf.setdefault(row["leaf"], []).append(mid)
-    (leaf_a, (a1, a2, *_)), (leaf_b, (b1, b2, *_)) = list(
-        (leaf, ids) for leaf, ids in sorted(by_leaf.items()) if len(ids) >= 3)[:2]
+    (leaf_a, (a1, a2, *_)), (leaf_b, (b1, b2, *_)) = [
+        (leaf, ids) for leaf, ids in sorted(by_leaf.items()) if len(ids) >= 3][:2]
     now = utc_now()
     with neo4j.session() as session:
         props = session.execute_read(dedup_queries.read_nodes, tenant, [a1])[a1]

@@ -5,7 +5,12 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, plan_table
-from mem_assets.reorg.hierarchy import TopicWriter, histogram_rows, load_candidates, tidy_topics
+from mem_assets.reorg.hierarchy import (
+    TopicWriter,
+    histogram_rows,
+    load_candidates,
+    tidy_topics,
+)
 from mem_assets.reorg.placement import PlacementParams
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource

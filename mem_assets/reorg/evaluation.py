@@ -26,7 +26,12 @@ from pydantic import BaseModel, Field
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from mem_assets.reorg.clustering import purity
-from mem_assets.reorg.placement import PlacementParams, Topic, near_duplicate_roots, plan_cycle
+from mem_assets.reorg.placement import (
+    PlacementParams,
+    Topic,
+    near_duplicate_roots,
+    plan_cycle,
+)
 from mem_assets.reorg.topic_space import languages
 from mem_resources.embedder import EmbedderResource
 

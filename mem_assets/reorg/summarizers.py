@@ -15,8 +15,8 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from dagster import ConfigurableResource
 import openai
+from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from mem_assets.reorg.prompts import SUMMARY_RETRY, SUMMARY_SYSTEM

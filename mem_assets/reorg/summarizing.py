@@ -31,14 +31,19 @@ _EN_STOP = ENGLISH_STOP_WORDS | {"user", "users"}
 
 
 #: Words that say nothing about what a topic is about when naming it (how memories are phrased).
-_EN_GENERIC = frozenset("""
-got get gets getting use uses used using new noticed notice started start starts want wants wanted
-week weeks weekend weekends month months day days time times first twice year years today last next
-said says say thinks think like likes liked love loves loved tried try tries made make makes really
-finally now still every often usually asked ask asks wrote takes took take went goes going found
-find feels felt feel help helps helped told keeps keep kept lot lots hours better best good great
-thing things way ago soon just also even enough much many little big bit doing done wants planning
-plans planned considering thinking looking trying""".split())
+_EN_GENERIC = frozenset((
+    "got", "get", "gets", "getting", "use", "uses", "used", "using", "new", "noticed", "notice",
+    "started", "start", "starts", "want", "wants", "wanted", "week", "weeks", "weekend", "weekends",
+    "month", "months", "day", "days", "time", "times", "first", "twice", "year", "years", "today",
+    "last", "next", "said", "says", "say", "thinks", "think", "like", "likes", "liked", "love",
+    "loves", "loved", "tried", "try", "tries", "made", "make", "makes", "really", "finally", "now",
+    "still", "every", "often", "usually", "asked", "ask", "asks", "wrote", "takes", "took", "take",
+    "went", "goes", "going", "found", "find", "feels", "felt", "feel", "help", "helps", "helped",
+    "told", "keeps", "keep", "kept", "lot", "lots", "hours", "better", "best", "good", "great",
+    "thing", "things", "way", "ago", "soon", "just", "also", "even", "enough", "much", "many",
+    "little", "big", "bit", "doing", "done", "wants", "planning", "plans", "planned", "considering",
+    "thinking", "looking", "trying",
+))
 _CJK_GENERIC = frozenset({"喜欢", "一点", "时候", "明年", "今年", "家里", "开始", "觉得", "现在", "一下",
                           "很多", "不错", "第一次", "以后", "一定", "下次", "之前", "有点", "不能", "不要",
                           "可以", "还是", "终于", "越来越", "一些", "这里", "那里", "东西", "事情", "好几"})

@@ -5,9 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mem_assets.reorg.clustering import leaves_of, merge_groups, purity, similar_groups, split_to_max
+from mem_assets.reorg.clustering import (
+    leaves_of,
+    merge_groups,
+    purity,
+    similar_groups,
+    split_to_max,
+)
 from mem_assets.reorg.cycle import topic_id
-from mem_assets.reorg.placement import PlacementParams, Topic, memories_below, plan_cycle, rebuild_lineage
+from mem_assets.reorg.placement import (
+    PlacementParams,
+    Topic,
+    memories_below,
+    plan_cycle,
+    rebuild_lineage,
+)
 from mem_assets.reorg.topic_space import TopicSpace, language, languages
 from mem_resources.embedder import WordLlamaEmbedder
 from tests.support.topic_corpus import topic_memories

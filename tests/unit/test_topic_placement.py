@@ -130,7 +130,7 @@ def test_an_unrelated_memory_stays_unplaced_with_its_reason(seeded):
 
 
 def test_a_memory_between_two_themes_is_not_filed(seeded):
-    store, topics, rng = seeded
+    store, topics, _ = seeded
     vector = np.zeros((1, DIM), dtype=np.float32)
     vector[0, 0] = vector[0, 1] = 1.0
     both = store.add("both-", vector / np.linalg.norm(vector))

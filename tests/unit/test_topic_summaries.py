@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, phrases
 from mem_resources.embedder import hashing_embed
 
