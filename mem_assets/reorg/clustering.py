@@ -18,12 +18,13 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_limits
 
 #: A split whose largest part keeps this share of the rows made no progress worth another fit.
 _STUCK_SHARE = 0.8
 #: Up to this many rows one mini-batch would hold the whole set: plain KMeans does that work faster.
 _MINI_BATCH_ROWS = 4096
+#: Most clusters one KMeans fit makes while cutting a set down to size.
+_BRANCHING = 16
 
 
 def _kmeans_labels(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -40,12 +41,14 @@ def _kmeans_labels(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
 def split_to_max(vectors: np.ndarray, rows: np.ndarray, max_size: int, seed: int) -> list[np.ndarray]:
     """Recursive KMeans over ``rows`` until every cluster has at most ``max_size`` rows.
 
+    Each fit makes at most ``_BRANCHING`` clusters (k = ceil(n / max_size) when smaller): a fit
+    costs rows × k, so a large set is cut a few ways at a time instead of into hundreds at once.
     A cluster KMeans barely shrinks (near-identical vectors, where it would peel off one outlier
     per fit) is cut into consecutive chunks instead: its rows are alike anyway.
     """
     if len(rows) <= max_size:
         return [rows]
-    k = math.ceil(len(rows) / max_size)
+    k = min(math.ceil(len(rows) / max_size), _BRANCHING)
     labels = _kmeans_labels(vectors[rows], k, seed)
     leaves: list[np.ndarray] = []
     for label in np.unique(labels):
@@ -77,18 +80,14 @@ def similar_groups(vectors: np.ndarray, min_similarity: float, block_rows: int =
 
     Average-linkage agglomerative clustering cut at ``1 - min_similarity``: the number of groups
     follows the data instead of being chosen up front, and a memory like no other stays alone.
-    Above ``block_rows`` rows, KMeans first cuts the rows into blocks of about that size (the
-    linkage needs memory quadratic in its input); groups of one theme split across blocks are
-    joined again by ``merge_groups``. ``vectors`` are unit rows.
+    Above ``block_rows`` rows, KMeans first cuts the rows into blocks of at most that size (the
+    linkage needs time and memory quadratic in its input); groups of one theme split across
+    blocks are joined again by ``merge_groups``. ``vectors`` are unit rows.
     """
     rows = np.arange(len(vectors))
     if len(rows) < 2:
         return [rows] if len(rows) else []
-    blocks = [rows]
-    if len(rows) > block_rows:
-        with threadpool_limits(limits=1):
-            labels = _kmeans_labels(vectors, math.ceil(len(rows) / block_rows), seed)
-        blocks = [rows[labels == label] for label in np.unique(labels)]
+    blocks = split_to_max(vectors, rows, block_rows, seed)
     groups: list[np.ndarray] = []
     for block in blocks:
         if len(block) < 2:

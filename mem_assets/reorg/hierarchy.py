@@ -193,7 +193,7 @@ class TopicWriter:
             self.outcome.set_aside = session.execute_write(queries.mark_set_aside_with_reasons, self.tenant, rows)
         candidate_ids = set(candidates["id"])
         for memory_type, of_type in plan[plan["kind"] != SET_ASIDE].groupby("memory_type", sort=True):
-            topics = of_type[of_type["kind"] == TOPIC].set_index("id", drop=False).rename_axis(None)
+            topics = of_type[of_type["kind"] == TOPIC]
             retired = of_type[of_type["kind"] == RETIRE]
             context = _TypeContext(self, str(memory_type), topics, candidates[candidates["memory_type"] == memory_type])
             units = _units(topics, retired)
@@ -206,14 +206,15 @@ class TopicWriter:
                     self.outcome.stopped_by_budget = True
                     return self.outcome
                 self._pending.append(context.unit(unit, retired))
-                if sum(len(p["children"]) for p in self._pending) >= self.batch_edges:
+                if sum(len(row["children"]) for p in self._pending for row in p["children"]) >= self.batch_edges:
                     self._flush()
             self._flush()
         return self.outcome
 
     def _defer(self, topics: pd.DataFrame, units: list[list[str]], candidate_ids: set[str]) -> None:
-        ids = sorted({child for unit in units for tid in unit if tid in topics.index
-                      for child in topics.at[tid, "children"] if child in candidate_ids})
+        children = dict(zip(topics["id"], topics["children"], strict=True))
+        ids = sorted({child for unit in units for tid in unit for child in children.get(tid, ())
+                      if child in candidate_ids})
         with self.neo4j.session() as session:
             self.outcome.deferred += session.execute_write(queries.mark_deferred, self.tenant, ids)
 
@@ -243,18 +244,18 @@ class _TypeContext:
                  candidates: pd.DataFrame) -> None:
         self.writer = writer
         self.memory_type = memory_type
-        self.topics = topics
+        self.topics: dict[str, dict[str, Any]] = {row["id"]: row for row in topics.to_dict("records")}
         self.store = MemberStore(writer.neo4j, writer.embedder, writer.tenant)
         if len(candidates):
             self.store.add(candidates["id"].tolist(), candidates["memory"].tolist(),
                            np.vstack(candidates["embedding"].to_numpy()))
-        refresh = topics[topics["refresh"].astype(bool)] if len(topics) else topics
+        refresh = [row for row in self.topics.values() if row["refresh"]]
         with writer.neo4j.session() as session:
-            subtopics = sorted({c for children in refresh.loc[refresh["level"] == 2, "children"] for c in children})
+            subtopics = sorted({c for row in refresh if row["level"] == 2 for c in row["children"]})
             self.outside = session.execute_read(queries.topic_children, writer.tenant, subtopics) if subtopics else {}
-            existing = [tid for tid in refresh["id"] if topics.at[tid, "action"] != "created"]
+            existing = [row["id"] for row in refresh if row["action"] != "created"]
             self.previous = session.execute_read(queries.topic_summaries, writer.tenant, existing) if existing else {}
-        self.store.load(sorted({m for tid in refresh["id"] for m in self._members(tid)}))
+        self.store.load(sorted({m for row in refresh for m in self._members(row["id"])}))
         self.texts = list(self.store.texts.values())
         self.vectors = self.store.matrix(list(self.store.texts))
         self.index = PhraseIndex(self.texts)
@@ -262,13 +263,13 @@ class _TypeContext:
         self.keys: dict[str, str] = {tid: info["key"] or "" for tid, info in self.outside.items()}
 
     def _members(self, tid: str) -> list[str]:
-        row = self.topics.loc[tid]
+        row = self.topics[tid]
         if row["level"] == 1:
             return list(row["children"])
         below: list[str] = []
         for child in row["children"]:
-            if child in self.topics.index:
-                below.extend(self.topics.at[child, "children"])
+            if child in self.topics:
+                below.extend(self.topics[child]["children"])
             else:
                 below.extend(self.outside.get(child, {}).get("children", []))
         return below
@@ -277,9 +278,9 @@ class _TypeContext:
         out: dict[str, Any] = {"created": [], "updated": [], "children": [], "retired": [], "embed": [],
                                "changes": []}
         now = utc_now()
-        rows = self.topics.loc[[tid for tid in unit if tid in self.topics.index]]
-        for tid in rows.sort_values(["level", "id"]).index:
-            row = rows.loc[tid]
+        for row in sorted((self.topics[tid] for tid in unit if tid in self.topics),
+                          key=lambda r: (r["level"], r["id"])):
+            tid = row["id"]
             summary = self._summary(tid) if row["refresh"] else None
             props = self._props(row, summary, now)
             if row["action"] == "created":
@@ -289,7 +290,8 @@ class _TypeContext:
                 out["updated"].append({"id": tid, "props": props})
                 if summary is not None:
                     out["embed"].append(props)
-            out["children"].append({"id": tid, "children": list(row["children"])})
+            out["children"].append({"id": tid, "children": list(row["children"]),
+                                    "fresh": row["action"] == "created"})
             self._count(row, summary is not None)
             out["changes"].append({
                 "id": tid, "memory_type": self.memory_type, "level": int(row["level"]), "action": row["action"],
@@ -304,7 +306,7 @@ class _TypeContext:
                                    "members_before": int(row.members_before), "refreshed": False})
         return out
 
-    def _count(self, row: pd.Series, refreshed: bool) -> None:
+    def _count(self, row: dict[str, Any], refreshed: bool) -> None:
         outcome = self.writer.outcome
         action = row["action"]
         outcome.created += action == "created"
@@ -314,7 +316,7 @@ class _TypeContext:
 
     def _summary(self, tid: str) -> TopicSummary:
         """Offline phrase summary, or the summarizer's (an unusable answer falls back, counted)."""
-        row = self.topics.loc[tid]
+        row = self.topics[tid]
         members = [m for m in self._members(tid) if m in self.index_rows]
         rows = [self.index_rows[m] for m in members]
         texts, vectors = self.texts, self.vectors
@@ -335,7 +337,7 @@ class _TypeContext:
         self.keys[tid] = summary.key
         return summary
 
-    def _props(self, row: pd.Series, summary: TopicSummary | None, now: datetime) -> dict[str, Any]:
+    def _props(self, row: dict[str, Any], summary: TopicSummary | None, now: datetime) -> dict[str, Any]:
         tid = row["id"]
         dynamic = {
             "reorg_level": int(row["level"]), "reorg_member_count": len(row["children"]),

@@ -19,7 +19,8 @@ level-1 sub-topics) and its pool of unplaced memories:
 
 A pre-existing topic whose memories changed by at least ``refresh_fraction`` (or that became a
 level-2 topic) is due for a new summary. Pure: no Dagster, no Neo4j; the vectors of members of a
-topic that must be split are fetched through a callback, so callers read only those.
+topic that must be split are fetched through a callback, so callers read only those (all the
+topics one offer will split are asked for in one call first, so a caching callback reads once).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from mem_assets.reorg.clustering import leaves_of, merge_groups, similar_groups
 from mem_assets.reorg.topic_space import TopicSpace
@@ -189,6 +191,11 @@ class _Cycle:
                     self.nearest[int(row)] = (tid, float(score), AMBIGUOUS)
                 else:
                     choices.setdefault(tid, []).append(int(row))
+        full = [m for tid, rows in choices.items()
+                if self.topics[tid].member_count + len(rows) > self.params.max_members
+                for m in self.topics[tid].children]
+        if full:
+            self.member_vectors(full)
         for tid in sorted(choices):
             self.grow_leaf(tid, choices[tid])
 
@@ -363,8 +370,13 @@ class _Cycle:
         self.plan.grown.add(keep)
         if other.level == 2:
             other.children = []
-            self.plan.retired[gone] = keep
             del self.topics[gone]
+            if gone in self.plan.created:
+                self.plan.created.discard(gone)
+            else:
+                self.plan.retired[gone] = keep
+            self.plan.grown.discard(gone)
+            self.plan.promoted.discard(gone)
         else:
             self.plan.reparented.add(gone)
 
@@ -390,13 +402,17 @@ def plan_cycle(topics: Mapping[str, Topic], ids: Sequence[str], vectors: np.ndar
                member_vectors: Callable[[Sequence[str]], np.ndarray],
                new_id: Callable[[Sequence[str]], str] = default_topic_id) -> CyclePlan:
     """One cycle: offer the pool (``ids``/``vectors``/``langs``) to ``topics``, group the rest,
-    offer again. ``topics`` is not changed; the plan holds the new forest."""
+    offer again. ``topics`` is not changed; the plan holds the new forest.
+
+    Fits run on one thread: most are small, where waking a thread pool costs more than the fit.
+    """
     cycle = _Cycle(topics, ids, vectors, langs, params, member_vectors, new_id)
     if len(cycle.ids):
-        cycle.offer()
-        cycle.group()
-        cycle.offer()
-        cycle.merge_roots()
+        with threadpool_limits(limits=1):
+            cycle.offer()
+            cycle.group()
+            cycle.offer()
+            cycle.merge_roots()
     return cycle.finish()
 
 

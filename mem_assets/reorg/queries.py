@@ -330,7 +330,8 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
     """One unit of a placement plan, whole: create new topics, retire old ones (archived,
     SUPERSEDED_BY their successor, their PARENT edges removed), update changed ones, and give every touched
     topic exactly its planned children (edges to anything else removed; set-aside markers of
-    newly placed children cleared)."""
+    newly placed children cleared). A new topic (``fresh``) has no edges yet: they are created,
+    not merged."""
     if any(props["user_name"] != tenant for props in created):
         raise ValueError("a topic must belong to the tenant it is written for")
     created_nodes = tx.run(
@@ -363,6 +364,7 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         """,
         tenant=tenant, updated=updated,
     ).consume()
+    rewired = [row for row in children if not row.get("fresh")]
     removed = tx.run(
         """
         UNWIND $children AS row
@@ -370,7 +372,7 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         WHERE NOT c.id IN row.children
         DELETE r
         """,
-        tenant=tenant, children=children,
+        tenant=tenant, children=rewired,
     ).consume().counters.relationships_deleted
     edges = tx.run(
         """
@@ -378,8 +380,13 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
         UNWIND row.children AS child
         MATCH (c:MemoryItem {user_name: $tenant, id: child})
-        MERGE (t)-[r:PARENT]->(c)
-        ON CREATE SET r.created_at = datetime()
+        CALL (t, c, row) {
+            WITH t, c, row WHERE row.fresh
+            CREATE (t)-[:PARENT {created_at: datetime()}]->(c)
+            UNION
+            WITH t, c, row WHERE NOT row.fresh
+            MERGE (t)-[r:PARENT]->(c) ON CREATE SET r.created_at = datetime()
+        }
         WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
         REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_set_aside_nearest,
                c.reorg_set_aside_similarity, c.reorg_set_aside_group, c.reorg_deferred_at

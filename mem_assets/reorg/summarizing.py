@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import snowballstemmer
@@ -50,6 +51,12 @@ _CJK_GENERIC = frozenset({"喜欢", "一点", "时候", "明年", "今年", "家
 
 _PHRASE_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9+#'-]*|[\u3400-\u9fff\uf900-\ufaff]+|[^\sA-Za-z\u3400-\u9fff\uf900-\ufaff]+")
 _STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
 #: A chosen bigram is worth a little more than its words: "peanut allergy" says more than "peanut".
 _BIGRAM_BONUS = 1.3
 
@@ -70,7 +77,7 @@ def phrases(text: str) -> dict[str, str]:
         if not word[:1].isalpha() or len(word) < 3 or word in _EN_STOP or word in _EN_GENERIC:
             previous = None
             continue
-        stem = _STEMMER.stemWord(word)
+        stem = _stem(word)
         surface = token.removesuffix("'s") if token[:1].isupper() and token[1:].islower() and found else word
         found.setdefault(f"w:{stem}", surface)
         if previous is not None:
