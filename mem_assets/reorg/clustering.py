@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
 from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.exceptions import ConvergenceWarning
 
@@ -25,6 +26,9 @@ _STUCK_SHARE = 0.8
 _MINI_BATCH_ROWS = 4096
 #: Most clusters one KMeans fit makes while cutting a set down to size.
 _BRANCHING = 16
+#: A cluster up to this many times the size limit is cut along its principal axis, not refitted:
+#: a KMeans fit costs milliseconds even on a few dozen rows, and there are thousands of them.
+_CHUNK_FACTOR = 3
 
 
 def _kmeans_labels(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -53,16 +57,22 @@ def split_to_max(vectors: np.ndarray, rows: np.ndarray, max_size: int, seed: int
     leaves: list[np.ndarray] = []
     for label in np.unique(labels):
         group = rows[labels == label]
-        if len(group) > max_size and len(group) > _STUCK_SHARE * len(rows):
-            leaves.extend(_chunks(group, max_size))
+        if len(group) <= max_size:
+            leaves.append(group)
+        elif len(group) > _STUCK_SHARE * len(rows) or len(group) <= _CHUNK_FACTOR * max_size:
+            leaves.extend(_chunks(vectors, group, max_size))
         else:
             leaves.extend(split_to_max(vectors, group, max_size, seed))
     return leaves
 
 
-def _chunks(rows: np.ndarray, max_size: int) -> list[np.ndarray]:
-    """Near-equal consecutive chunks of at most ``max_size`` rows."""
-    return list(np.array_split(rows, math.ceil(len(rows) / max_size)))
+def _chunks(vectors: np.ndarray, rows: np.ndarray, max_size: int) -> list[np.ndarray]:
+    """Near-equal chunks of at most ``max_size`` rows, in order along the rows' principal axis
+    (so each chunk holds neighbours): for a set just over the size, or one KMeans cannot split."""
+    centred = vectors[rows] - vectors[rows].mean(axis=0)
+    axis = np.linalg.svd(centred, full_matrices=False)[2][0]
+    ordered = rows[np.argsort(centred @ axis, kind="stable")]
+    return [np.sort(chunk) for chunk in np.array_split(ordered, math.ceil(len(rows) / max_size))]
 
 
 def purity(assigned: list[np.ndarray], truth: np.ndarray) -> float:
@@ -93,7 +103,10 @@ def similar_groups(vectors: np.ndarray, min_similarity: float, block_rows: int =
         if len(block) < 2:
             groups.append(block)
             continue
-        tree = linkage(vectors[block].astype(np.float64), method="average", metric="cosine")
+        unit = vectors[block].astype(np.float64)
+        distances = np.clip(1.0 - unit @ unit.T, 0.0, 2.0)
+        np.fill_diagonal(distances, 0.0)
+        tree = linkage(squareform(distances, checks=False), method="average")
         labels = fcluster(tree, t=1.0 - min_similarity, criterion="distance")
         groups.extend(block[labels == label] for label in np.unique(labels))
     return groups

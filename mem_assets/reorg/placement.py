@@ -55,7 +55,7 @@ class PlacementParams:
     max_members: int = 20
     min_cluster_size: int = 3
     refresh_fraction: float = 0.25
-    block_rows: int = 2000
+    block_rows: int = 1000
     split_languages: bool = True
     seed: int = 0
 
