@@ -1,16 +1,19 @@
-"""Reorganization of one tenant's orphan memories with the offline summarizer: time and memory.
+"""Reorganization of one tenant with the offline embedder and summarizer: time and memory.
 
-Setup (untimed, in a child process so its memory does not count): N orphan memory nodes with
-hashing embeddings in a fresh tenant. Then, timed in this process, the same plain functions the
-assets call:
-- ``read``: orphan counts and all orphans with their embeddings (``reorg_candidates``);
-- ``cluster``: the topic plan, recursive MiniBatchKMeans (``memory_clusters``);
-- ``summarize+write``: extractive summaries, parent embeddings, parents and PARENT edges
-  written topic by topic (``summary_parents``);
-- ``baseline``: a bare ``MATCH … RETURN m.embedding`` of the same nodes, the floor for ``read``.
+Two scenarios on one tenant, each with setup untimed in a child process (its memory does not
+count) and then, timed in this process, the plain functions the assets call:
+
+1. **From scratch**: N orphan memories, no topics yet.
+2. **Incremental**: M new orphans arrive in that tenant, which now has N memories under topics.
+
+Phases: ``read`` (hygiene, orphan counts, orphans with embeddings: ``reorg_candidates``),
+``plan`` (placement into the tenant's topics, grouping of the rest: ``memory_clusters``),
+``write`` (summaries, topic embeddings, topics and PARENT edges unit by unit: ``summary_parents``).
+``baseline`` is a bare ``MATCH … RETURN m.embedding`` of the same orphans, the floor for ``read``;
+the ratio total/baseline is printed so figures from a loaded machine can be compared.
 Peak RSS is the growth over this process's start, sampled every 10 ms.
 
-    python bench/reorg_bench.py [--nodes 100000] [--keep]
+    python bench/reorg_bench.py [--nodes 100000] [--new 10000] [--keep]
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ import random
 import time
 
 import numpy as np
-from measure import PeakRss
+from measure import PeakRss, drop_bench_tenant
 
-from mem_assets.reorg.clustering import ClusteringParams, cluster_table
-from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
+from mem_assets.reorg.cycle import SET_ASIDE, TOPIC, plan_table
+from mem_assets.reorg.hierarchy import TopicWriter, load_candidates, tidy_topics
+from mem_assets.reorg.placement import PlacementParams
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
-from mem_resources.embedder import HashingEmbedder
+from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.local_neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import (
     MemoryItem,
@@ -37,6 +41,7 @@ from mem_resources.memory_model import (
     utc_now,
 )
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import load_settings
 
 SUBJECTS = ["I", "My sister", "My manager", "Our team", "My neighbour", "我", "我的朋友", "我们公司", "我妈妈"]
 ACTIVITIES = {
@@ -80,10 +85,10 @@ def synthetic_texts(n: int, seed: int = 1) -> list[str]:
     return texts
 
 
-def _setup(uri: str, tenant: str, n: int) -> None:
+def _setup(uri: str, tenant: str, n: int, seed: int) -> None:
     neo4j = Neo4jResource(uri=uri)
-    embedder = HashingEmbedder()
-    texts = synthetic_texts(n)
+    embedder = WordLlamaEmbedder()
+    texts = [f"{text} [{seed}]" for text in synthetic_texts(n, seed)]
     now = utc_now()
     with neo4j.session() as session:
         for start in range(0, n, 5000):
@@ -99,66 +104,74 @@ def _setup(uri: str, tenant: str, n: int) -> None:
     neo4j.close()
 
 
+def _add_orphans(uri: str, tenant: str, n: int, seed: int) -> float:
+    started = time.perf_counter()
+    child = multiprocessing.get_context("spawn").Process(target=_setup, args=(uri, tenant, n, seed))
+    child.start()
+    child.join()
+    return time.perf_counter() - started
 
 
-def _drop(neo4j: Neo4jResource, tenant: str) -> None:
-    with neo4j.session() as session:
-        session.run("MATCH (m:MemoryItem {user_name: $tenant}) CALL (m) { DETACH DELETE m } "
-                    "IN TRANSACTIONS OF 10000 ROWS", tenant=tenant).consume()
+def _reorganize(neo4j: Neo4jResource, tenant: str, label: str) -> dict[str, float]:
+    embedder = WordLlamaEmbedder()
+    figures: dict[str, float] = {}
+    with PeakRss() as rss:
+        t0 = time.perf_counter()
+        with neo4j.session() as session:
+            rows = session.run("MATCH (m:MemoryItem {user_name: $tenant}) WHERE NOT EXISTS { (m)<-[:PARENT]-() } "
+                               "AND m.type <> 'topic' RETURN m.embedding AS e", tenant=tenant)
+            baseline = [np.asarray(record["e"], dtype=np.float32) for record in rows]
+        figures["baseline"] = time.perf_counter() - t0
+        del baseline
+
+        t0 = time.perf_counter()
+        tidy_topics(neo4j, tenant)
+        candidates = load_candidates(neo4j, embedder, tenant, min_group_size=20).frame
+        figures["read"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        plan = plan_table(neo4j, embedder, tenant, candidates, PlacementParams(), rebuild=False)
+        figures["plan"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        outcome = TopicWriter(tenant, neo4j, embedder, ExtractiveSummarizer(),
+                              logging.getLogger("bench")).run(plan, candidates, time_budget_s=3600)
+        figures["write"] = time.perf_counter() - t0
+    topics = plan[plan["kind"] == TOPIC]
+    placed = len(candidates) - int((plan["kind"] == SET_ASIDE).sum())
+    total = figures["read"] + figures["plan"] + figures["write"]
+    print(f"\n{label}: {len(candidates)} candidates, {placed} placed ({placed / max(len(candidates), 1):.1%})")
+    print(f"  topics created {outcome.created}, grown {outcome.grown}, promoted {outcome.promoted}, "
+          f"refreshed {outcome.refreshed}; PARENT edges +{outcome.edges_created} -{outcome.edges_removed}; "
+          f"plan rows {len(topics)}")
+    for name, seconds in figures.items():
+        print(f"  {name:>9}: {seconds:7.1f} s")
+    print(f"  {'total':>9}: {total:7.1f} s  (total/baseline = {total / figures['baseline']:.1f})")
+    print(f"  peak RSS growth: {rss.growth_mib:.0f} MiB")
+    return {**figures, "total": total}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--new", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="keep the bench tenant afterwards")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    uri = ensure_neo4j_uri()
+    logging.getLogger("neo4j").setLevel(logging.WARNING)
+    uri = ensure_neo4j_uri(load_settings())
     neo4j = Neo4jResource(uri=uri)
     tenant = f"bench_reorg_{int(time.time())}"
-
-    started = time.perf_counter()
-    child = multiprocessing.get_context("spawn").Process(target=_setup, args=(uri, tenant, args.nodes))
-    child.start()
-    child.join()
-    print(f"setup: {args.nodes} orphan nodes in {time.perf_counter() - started:.1f}s (untimed)")
-
-    figures: dict[str, float] = {}
     try:
-        with PeakRss() as rss:
-            t0 = time.perf_counter()
-            with neo4j.session() as session:
-                rows = session.run("MATCH (m:MemoryItem {user_name: $tenant}) RETURN m.embedding AS e",
-                                   tenant=tenant)
-                baseline = [np.asarray(record["e"], dtype=np.float32) for record in rows]
-            figures["baseline"] = time.perf_counter() - t0
-            del baseline
-
-            t0 = time.perf_counter()
-            candidates, _, _ = load_candidates(neo4j, HashingEmbedder(), tenant, min_group_size=20)
-            figures["read"] = time.perf_counter() - t0
-
-            t0 = time.perf_counter()
-            clusters = cluster_table(candidates, ClusteringParams())
-            figures["cluster"] = time.perf_counter() - t0
-
-            t0 = time.perf_counter()
-            outcome = Reorganizer(tenant, neo4j, HashingEmbedder(), ExtractiveSummarizer(),
-                                  logging.getLogger("bench")).run(candidates, clusters, time_budget_s=3600)
-            figures["summarize+write"] = time.perf_counter() - t0
-        kept = clusters[clusters["status"] == "kept"]
-        total = figures["read"] + figures["cluster"] + figures["summarize+write"]
-        print(f"nodes: {len(candidates)}  clusters: {len(kept)}  topics: {kept['topic'].nunique()}  "
-              f"set aside: {int(clusters.loc[clusters['status'] == 'set_aside', 'size'].sum())}")
-        print(f"parents created: {outcome.parents_created}  PARENT edges: {outcome.edges_created}")
-        for name, seconds in figures.items():
-            print(f"{name:>16}: {seconds:7.1f}s")
-        print(f"{'total':>16}: {total:7.1f}s  (target < 60 s; read/baseline = "
-              f"{figures['read'] / figures['baseline']:.2f})")
-        print(f"{'peak RSS growth':>16}: {rss.growth_mib:7.0f} MiB")
+        print(f"setup: {args.nodes} orphans in {_add_orphans(uri, tenant, args.nodes, 1):.1f} s (untimed)")
+        scratch = _reorganize(neo4j, tenant, f"from scratch, {args.nodes} orphans")
+        print(f"\nsetup: {args.new} new orphans in {_add_orphans(uri, tenant, args.new, 2):.1f} s (untimed)")
+        grown = _reorganize(neo4j, tenant, f"incremental, {args.new} new into {args.nodes}")
+        print(f"\nfrom scratch {scratch['total']:.1f} s (target < 60 s); "
+              f"incremental {grown['total']:.1f} s (target < 20 s)")
     finally:
         if not args.keep:
-            _drop(neo4j, tenant)
+            drop_bench_tenant(neo4j, tenant)
         neo4j.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import dagster as dg
@@ -14,7 +15,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mem_assets.context_graph.cli import app as schema_app
 from mem_assets.lifecycle.cli import app as lifecycle_app
+from mem_assets.reorg.evaluation import (
+    evaluate_topics,
+    holdout_split,
+    read_items,
+    report_json,
+)
+from mem_assets.reorg.placement import PlacementParams
+from mem_assets.resources import build_embedder
 from mem_resources import memory_queries
+from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.run_liveness import fail_dead_runs, process_tags
@@ -37,7 +47,7 @@ SUMMARY: dict[str, dict[str, tuple[str, ...]]] = {
               "relation_judgments": ("redundant", "contradictory", "judge_calls"),
               "merged_nodes": ("merges", "supersedes")},
     "reorg": {"reorg_candidates": ("candidates",), "memory_clusters": ("topics",),
-              "summary_parents": ("parents_created",)},
+              "summary_parents": ("topics_created", "topics_grown")},
     "schema": {"graph_schema": ("node_types", "nodes", "breaking_differences")},
 }
 QUIET_LOGGING = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -166,6 +176,28 @@ def inspect(tenant: str) -> None:
         typer.echo(f"  {memory_type:<16} {kind:<11} {status:<10} {n:>7}")
     typer.echo("  edges touching memories: "
                + ", ".join(f"{name} {n}" for name, n in sorted(edges.items())))
+
+
+@app.command("eval-topics")
+def eval_topics(
+    items: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
+                                          help='JSONL of {"text", "topic", "batch"} lines.')],
+    embedder: Annotated[str, typer.Option(
+        help="configured (MEMTEND_EMBEDDER and its settings), wordllama or hashing.")] = "configured",
+    part: Annotated[str, typer.Option(help="all, or tune / held-out (every other label).")] = "all",
+) -> None:
+    """Topic quality without Neo4j: batches go through placement in order; prints one JSON object
+    (purity, ARI, NMI, share placed, topic count, near-duplicate topic pairs)."""
+    chosen = {"configured": lambda: build_embedder(load_settings()), "wordllama": WordLlamaEmbedder,
+              "hashing": HashingEmbedder}
+    parts = {"all": lambda rows: rows, "tune": lambda rows: holdout_split(rows)[0],
+             "held-out": lambda rows: holdout_split(rows)[1]}
+    if embedder not in chosen or part not in parts:
+        typer.secho("error: --embedder is configured, wordllama or hashing; --part is all, tune or held-out",
+                    fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), PlacementParams())
+    typer.echo(report_json(report))
 
 
 if __name__ == "__main__":

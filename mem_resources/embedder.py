@@ -5,8 +5,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 
 import numpy as np
+import wordllama
 from dagster import ConfigurableResource
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer
 
@@ -67,6 +69,30 @@ class HashingEmbedder(EmbedderResource):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return hashing_embed(texts, self.dimension)
+
+
+@cache
+def _wordllama() -> wordllama.WordLlama:
+    """The model shipped inside the wheel; downloads are disabled (the wheel names its tokenizer
+    folder ``tokenizers/``, so the package folder is passed as the cache)."""
+    return wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+
+
+class WordLlamaEmbedder(EmbedderResource):
+    """Offline semantic embedder: WordLlama's 256-dim static token embeddings, mean-pooled.
+
+    Relates paraphrases in English; Chinese text gets weak, strongly correlated vectors.
+    """
+
+    dimension: int = 256
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = np.asarray(_wordllama().embed(list(texts), norm=True), dtype=np.float32)
+        if vectors.shape[1] != self.dimension:
+            raise ValueError(f"WordLlama gives {vectors.shape[1]}-dim vectors, not {self.dimension}")
+        return vectors
 
 
 class OpenAIEmbedder(EmbedderResource):

@@ -40,6 +40,7 @@ class UpdateType(StrEnum):
     EXTRACT = "extract"
     UNRELATED = "unrelated"
     FEEDBACK = "feedback"
+    REFRESH = "refresh"
 
 
 DUAL_WRITE_TYPES = frozenset({MemoryType.LONG_TERM, MemoryType.USER, MemoryType.OUTER})

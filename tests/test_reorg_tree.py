@@ -11,6 +11,7 @@ from mem_assets.reorg import queries
 from mem_resources.memory_model import MemoryType
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import (
+    EMBEDDER,
     graph_counts,
     materialization_metadata,
     run_reorg,
@@ -90,7 +91,7 @@ def test_summary_parents_are_topic_memories_of_the_tenant(neo4j, reorganized):
     assert {t["memory_type"] for t in topics} == {"LongTermMemory"}
     assert {t["confidence"] for t in topics} == {0.66}
     assert {t["status"] for t in topics} == {"activated"}
-    assert all(t["key"] and t["memory"] and t["dim"] == neo4j.embedding_dimension for t in topics)
+    assert all(t["key"] and t["memory"] and t["dim"] == EMBEDDER.dimension for t in topics)
     assert all('"memory_id"' in t["sources"] for t in topics)
     assert working_linked == 0
 
@@ -103,16 +104,17 @@ def test_neighbour_tenant_is_untouched(neo4j, reorganized):
 def test_tree_checks_pass(reorganized):
     evaluations = reorganized["result"].get_asset_check_evaluations()
     assert {e.check_name for e in evaluations} == {
-        "parent_edges_acyclic", "parents_have_two_members", "one_parent_per_level"}
+        "parent_edges_acyclic", "parents_have_two_members", "one_parent_per_level", "no_archived_members",
+        "no_near_duplicate_topics", "unplaced_memories_have_reasons"}
     assert all(e.passed for e in evaluations)
 
 
-def test_cluster_metadata_shows_sizes_and_unclustered(reorganized):
+def test_plan_metadata_accounts_for_every_candidate(reorganized):
     metadata = materialization_metadata(reorganized["result"], "memory_clusters")
-    sizes = {row.data["size"]: row.data["count"] for row in metadata["cluster_sizes"].records}
-    assert sum(size * count for size, count in sizes.items()) == metadata["clustered"]
-    assert metadata["clustered"] + metadata["left_unclustered"] == 250
-    assert metadata["two_level_topics"] >= 1
+    reasons = {row.data["reason"]: row.data["count"] for row in metadata["unplaced_reasons"].records}
+    assert metadata["placed"] + metadata["left_unplaced"] == 250
+    assert sum(reasons.values()) == metadata["left_unplaced"]
+    assert metadata["topics"] >= 5
 
 
 def test_rerun_with_nothing_new_changes_nothing(neo4j, reorganized, instance):
@@ -130,4 +132,5 @@ def test_rerun_with_nothing_new_changes_nothing(neo4j, reorganized, instance):
             tenant=tenant).data()
     assert sorted(after, key=lambda r: r["id"]) == sorted(snapshot, key=lambda r: r["id"])
     assert materialization_metadata(result, "reorg_candidates")["candidates"] == 0
-    assert materialization_metadata(result, "summary_parents")["parents_written"] == 0
+    assert materialization_metadata(result, "summary_parents")["topics_created"] == 0
+    assert materialization_metadata(result, "summary_parents")["parent_edges_created"] == 0

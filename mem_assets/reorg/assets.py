@@ -1,44 +1,80 @@
-"""Hierarchical reorganization per tenant (seed 000 §6): orphans → clusters → summary parents."""
+"""Hierarchical reorganization per tenant (seed 000 §6): candidates → placement plan → topics."""
 
 import dagster as dg
 import pandas as pd
 from pydantic import Field, model_validator
 
-from mem_assets.reorg.clustering import ClusteringParams, cluster_table
-from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
+from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, plan_table
+from mem_assets.reorg.hierarchy import (
+    TopicWriter,
+    histogram_rows,
+    load_candidates,
+    tidy_topics,
+)
+from mem_assets.reorg.placement import PlacementParams
+from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
 from mem_resources.embedder import EmbedderResource
+from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, count_table, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
 from mem_resources.run_policy import LLM_POOL, LLM_RETRY, OWNERS
+
+DEFAULTS = PlacementParams()
 
 
 class CandidatesConfig(dg.Config):
     min_group_size: int = Field(
         default=20, ge=1,
         description="A memory type is reorganized once it has this many new orphans (seed: 20).")
+    rebuild: bool = Field(
+        default=False,
+        description="Re-cluster every live memory of the tenant from scratch; the old topics are "
+                    "archived with SUPERSEDED_BY lineage to the new ones (members are not touched).")
 
 
-class ClusteringConfig(dg.Config):
-    max_cluster_size: int = Field(default=20, ge=2, description="Most memories under one parent.")
-    min_cluster_size: int = Field(
-        default=5, ge=1, description="Smaller clusters are set aside until new orphans arrive.")
-    max_topics: int = Field(default=12, ge=2,
-                            description="Most top-level topics chosen by silhouette in one pass.")
-    seed: int = Field(default=0, description="KMeans seed: the same orphans give the same clusters.")
+class PlacementConfig(dg.Config):
+    """Thresholds are cosines in the topic space (docs/reorg.md: how they were tuned)."""
+
+    place_similarity: float = Field(default=DEFAULTS.place_similarity, ge=-1, le=1,
+                                    description="A memory joins a topic at least this close to its centroid.")
+    place_margin: float = Field(default=DEFAULTS.place_margin, ge=0,
+                                description="...and closer by this much than to any other theme.")
+    group_similarity: float = Field(default=DEFAULTS.group_similarity, ge=-1, le=1,
+                                    description="Average similarity within a new group (linkage cut).")
+    merge_similarity: float = Field(default=DEFAULTS.merge_similarity, ge=-1, le=1,
+                                    description="Themes this alike are one topic (near-duplicate check too).")
+    attach_similarity: float = Field(default=DEFAULTS.attach_similarity, ge=-1, le=1,
+                                     description="A new group joins an existing theme this close (by centroid).")
+    attach_margin: float = Field(default=DEFAULTS.attach_margin, ge=0,
+                                 description="...and closer by this much than to any other theme.")
+    max_cluster_size: int = Field(default=DEFAULTS.max_members, ge=2, description="Most memories under one topic.")
+    min_cluster_size: int = Field(default=DEFAULTS.min_cluster_size, ge=2,
+                                  description="Smallest new topic; smaller groups stay unplaced.")
+    refresh_fraction: float = Field(default=DEFAULTS.refresh_fraction, gt=0, le=1,
+                                    description="A topic whose memories changed this much gets a new summary.")
+    seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
 
     @model_validator(mode="after")
-    def _sizes_in_order(self) -> "ClusteringConfig":
+    def _sizes_in_order(self) -> "PlacementConfig":
         if self.min_cluster_size > self.max_cluster_size:
             raise ValueError("min_cluster_size must not exceed max_cluster_size")
         return self
+
+    def params(self) -> PlacementParams:
+        return PlacementParams(
+            place_similarity=self.place_similarity, place_margin=self.place_margin,
+            group_similarity=self.group_similarity, merge_similarity=self.merge_similarity,
+            attach_similarity=self.attach_similarity, attach_margin=self.attach_margin,
+            max_members=self.max_cluster_size, min_cluster_size=self.min_cluster_size,
+            refresh_fraction=self.refresh_fraction, seed=self.seed)
 
 
 class SummaryConfig(dg.Config):
     time_budget_s: float = Field(
         default=600.0, gt=0,
-        description="Stop between topics after this long; the next run continues (seed: 600 s).")
+        description="Stop between topic groups after this long; the next run continues (seed: 600 s).")
 
 
 @dg.asset(
@@ -51,13 +87,20 @@ class SummaryConfig(dg.Config):
 )
 def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
                      neo4j: Neo4jResource, embedder: EmbedderResource) -> pd.DataFrame:
-    """The tenant's orphan memories (no PARENT edge), for memory types with enough new ones."""
-    frame, counts, re_embedded = load_candidates(neo4j, embedder, tenant_of(context), config.min_group_size)
+    """The tenant's unplaced memories (every live one on a rebuild), after topic hygiene."""
+    tenant = tenant_of(context)
+    tidy = tidy_topics(neo4j, tenant)
+    frame, counts, re_embedded, waiting = load_candidates(neo4j, embedder, tenant,
+                                                          config.min_group_size, config.rebuild)
+    frame["rebuild"] = config.rebuild
     context.add_output_metadata({
         **change_marker(context, len(frame) > 0),
         "candidates": len(frame),
+        "rebuild": config.rebuild,
         "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
         "re_embedded": re_embedded,
+        "marked_awaiting_batch": waiting,
+        **tidy,
         "orphans_by_type": preview_table(counts, list(counts.columns)),
         "preview": preview_table(frame, ["id", "memory_type", "memory", "set_aside"]),
     })
@@ -71,23 +114,26 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     owners=OWNERS,
     code_version="1",
 )
-def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
-                    reorg_candidates: pd.DataFrame) -> pd.DataFrame:
-    """Candidates split into topics of leaf clusters (recursive MiniBatchKMeans, seeded)."""
-    frame = cluster_table(reorg_candidates, ClusteringParams(
-        max_cluster_size=config.max_cluster_size, min_cluster_size=config.min_cluster_size,
-        max_topics=config.max_topics, seed=config.seed))
-    kept = frame[frame["status"] == "kept"]
-    leaves_per_topic = kept.groupby("topic").size()
+def memory_clusters(context: dg.AssetExecutionContext, config: PlacementConfig, neo4j: Neo4jResource,
+                    embedder: EmbedderResource, reorg_candidates: pd.DataFrame) -> pd.DataFrame:
+    """The placement plan: candidates offered to the tenant's topics, the rest grouped into new
+    topics or left unplaced with a reason (a rebuild plans from scratch and retires the old tree)."""
+    rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
+    salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
+    frame = plan_table(neo4j, embedder, tenant_of(context), reorg_candidates, config.params(), rebuild, salt)
+    topics = frame[frame["kind"] == TOPIC]
+    aside = frame[frame["kind"] == SET_ASIDE]
+    placed = sum(len(set(children) & set(reorg_candidates["id"]))
+                 for children in topics.loc[topics["level"] == 1, "children"])
     context.add_output_metadata({
-        **change_marker(context, len(kept) > 0),
-        "clusters": len(kept),
-        "topics": len(leaves_per_topic),
-        "two_level_topics": int((leaves_per_topic > 1).sum()),
-        "clustered": int(kept["size"].sum()),
-        "left_unclustered": int(frame.loc[frame["status"] == "set_aside", "size"].sum()),
-        "cluster_sizes": count_table(kept["size"].value_counts().to_dict(), "size"),
-        "preview": preview_table(frame, ["cluster", "status", "size"]),
+        **change_marker(context, placed + len(topics) > 0),
+        "placed": placed,
+        "left_unplaced": len(aside),
+        "topics": int((topics["action"] == "created").sum()),
+        "topics_touched": len(topics),
+        "topics_retired": int((frame["kind"] == RETIRE).sum()),
+        "unplaced_reasons": count_table(aside["reason"].value_counts().to_dict(), "reason"),
+        "preview": preview_table(frame, ["kind", "id", "level", "action", "member_count", "reason"]),
     })
     return frame
 
@@ -104,25 +150,34 @@ def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
 def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, neo4j: Neo4jResource,
                     embedder: EmbedderResource, summarizer: SummarizerResource,
                     reorg_candidates: pd.DataFrame, memory_clusters: pd.DataFrame) -> pd.DataFrame:
-    """One topic parent per cluster (and one over sub-topics), linked to its members by PARENT."""
-    reorganizer = Reorganizer(tenant_of(context), neo4j, embedder, summarizer, context.log,
-                              sink=context.log.info)
-    outcome = reorganizer.run(reorg_candidates, memory_clusters, config.time_budget_s)
+    """Topics written as planned: new ones created, grown ones updated (summaries refreshed past
+    the refresh fraction, the old one kept in history), retired ones archived with lineage."""
+    writer = TopicWriter(tenant_of(context), neo4j, embedder, summarizer, context.log,
+                         sink=context.log.info)
+    outcome = writer.run(memory_clusters, reorg_candidates, config.time_budget_s)
     frame = outcome.frame()
+    with neo4j.session() as session:
+        sizes = session.execute_read(topic_sizes, tenant_of(context))
+    largest = (frame.assign(change=(frame["members"] - frame["members_before"]).abs())
+               .sort_values(["change", "id"], ascending=[False, True]))
     context.add_output_metadata({
-        **change_marker(context, outcome.parents_created + outcome.edges_created > 0),
-        "parents_written": len(frame),
-        "parents_created": outcome.parents_created,
+        **change_marker(context, outcome.created + outcome.grown + outcome.retired > 0),
+        "topics_created": outcome.created,
+        "topics_grown": outcome.grown,
+        "topics_promoted": outcome.promoted,
+        "topics_refreshed": outcome.refreshed,
+        "topics_archived": outcome.retired,
         "parent_edges_created": outcome.edges_created,
-        "topics_two_level": int((frame["level"] == 2).sum()),
-        "set_aside_small_clusters": outcome.set_aside_small,
-        "set_aside_rejected_summaries": outcome.set_aside_rejected,
-        "rejected_summaries": outcome.rejected_summaries,
-        "deferred_to_next_run": outcome.deferred_nodes,
+        "parent_edges_removed": outcome.edges_removed,
+        "set_aside": outcome.set_aside,
+        "deferred_to_next_run": outcome.deferred,
         "stopped_by_time_budget": outcome.stopped_by_budget,
         "llm_calls": outcome.usage.calls,
         "llm_prompt_tokens": outcome.usage.prompt_tokens,
         "llm_completion_tokens": outcome.usage.completion_tokens,
-        "preview": preview_table(frame, ["level", "key", "value", "children"]),
+        "llm_fallbacks_to_offline": outcome.llm_fallbacks,
+        "member_count_histogram": count_table(histogram_rows(sizes), "topics"),
+        "largest_changes": preview_table(largest, ["action", "level", "members_before", "members", "key", "id"],
+                                         limit=10),
     })
     return frame

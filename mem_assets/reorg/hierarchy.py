@@ -1,37 +1,42 @@
-"""From a cluster plan to summary parents in the graph, topic by topic, within a time budget.
+"""From a placement plan to topics in the graph, unit by unit, within a time budget.
 
-A topic is written whole or not at all: its parent(s), their PARENT edges and the children's
-markers go in the same transaction (several whole topics share one, a few thousand edges at a
-time). Before each topic the deadline is checked; topics left when it passes are marked
-deferred, so the next run continues with them.
+A *unit* is a set of topics the plan links (a topic, its parent and sub-topics, a retired topic
+and its successor): it is written whole or not at all, in one transaction with other whole units
+(a few thousand edges per round trip). Before each unit the deadline is checked; memories the
+plan placed in units left when it passes are marked deferred, so the next run plans them again.
+
+Summaries: a topic the plan created or changed beyond ``refresh_fraction`` gets a new one, from
+its members' texts (a level-2 topic: all memories under it and its sub-topics' keys); the
+previous summary goes into the topic's ``history``. Other touched topics only get their counts,
+centroid and children updated.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from mem_assets.reorg import queries
+from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, MemberStore
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
-from mem_assets.reorg.summarizing import (
-    TermStats,
-    extractive_summary,
-    terms,
-)
+from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
+    ArchivedVersion,
     MemoryItem,
     MemoryMetadata,
     SourceMessage,
-    memory_id,
+    UpdateType,
+    display_name,
     utc_now,
 )
 from mem_resources.neo4j_resource import Neo4jResource
@@ -39,63 +44,11 @@ from mem_resources.progress import Sink, tracked
 from mem_resources.text import language_of
 
 TOPIC_CONFIDENCE = 0.66
-SET_ASIDE_SMALL = "small_cluster"
-SET_ASIDE_REJECTED = "summary_rejected"
+AWAITING_BATCH = "awaiting_batch"
+DISSOLVED = "too_few_members"
 
 
-def parent_id(tenant: str, memory_type: str, child_ids: Sequence[str]) -> str:
-    """Deterministic from the member set: the same children always get the same parent."""
-    payload = "\x1f".join(("topic", tenant, memory_type, *sorted(child_ids)))
-    return memory_id(hashlib.md5(payload.encode("utf-8")).hexdigest())
-
-
-def parent_properties(tenant: str, memory_type: str, pid: str, summary: TopicSummary,
-                      child_ids: Sequence[str], level: int, embedding: np.ndarray) -> dict[str, Any]:
-    """A topic as a memory item (seed §6.3: type topic, confidence 0.66, its children as sources).
-
-    Its payload hash is the member-set hash, so two topics that happen to share a text are never
-    taken for exact duplicates of each other.
-    """
-    now = utc_now()
-    item = MemoryItem(
-        id=pid,
-        memory=summary.value,
-        metadata=MemoryMetadata(
-            user_name=tenant, memory_type=memory_type, key=summary.key, tags=summary.tags,
-            background=summary.background, confidence=TOPIC_CONFIDENCE, type=queries.TOPIC_TYPE,
-            sources=[SourceMessage(type="memory", memory_id=child) for child in sorted(child_ids)],
-            embedding=embedding.astype(float).tolist(), created_at=now, updated_at=now,
-            payload_hash=pid.removeprefix("mem:"),
-        ),
-    )
-    return {**item.to_properties(), "reorg_level": level, "reorg_member_count": len(child_ids)}
-
-
-@dataclass
-class _Parent:
-    id: str
-    level: int
-    summary: TopicSummary
-    child_ids: list[str]
-    member_count: int
-
-
-@dataclass
-class ReorgOutcome:
-    parents: list[dict[str, Any]] = field(default_factory=list)
-    parents_created: int = 0
-    edges_created: int = 0
-    set_aside_small: int = 0
-    set_aside_rejected: int = 0
-    rejected_summaries: int = 0
-    deferred_nodes: int = 0
-    stopped_by_budget: bool = False
-    usage: ChatUsage = field(default_factory=ChatUsage)
-
-    def frame(self) -> pd.DataFrame:
-        columns = ["id", "memory_type", "level", "key", "value", "children", "members"]
-        return pd.DataFrame(self.parents, columns=columns)
-
+# -- candidates -----------------------------------------------------------------------------------
 
 CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding"]
 
@@ -104,63 +57,118 @@ class CandidateLoad(NamedTuple):
     frame: pd.DataFrame
     counts: pd.DataFrame
     re_embedded: int
+    waiting: int
 
 
 def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
-                    min_group_size: int) -> CandidateLoad:
-    """Orphans of the memory types due for reorganization, sorted by type and id so that clustering
-    repeats, and the orphan counts of every type.
+                    min_group_size: int, rebuild: bool = False) -> CandidateLoad:
+    """Orphans of the memory types due for reorganization (every live memory of every type on a
+    rebuild), sorted by type and id so that planning repeats, and the orphan counts per type.
 
-    Orphans without an embedding of the embedder's dimension (written by another pipeline, or
-    under another embedder) are embedded here for clustering; the graph is not changed.
+    Orphans of types not due are marked ``awaiting_batch`` (a recorded reason, not a placement).
+    Memories without an embedding of the embedder's dimension are embedded here for planning;
+    the graph is not changed.
     """
-    columns: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
     with neo4j.session() as session:
         counts = session.execute_read(queries.orphan_counts, tenant)
-        eligible = [count.memory_type for count in counts if count.eligible(min_group_size)]
-        orphans = session.execute_read(queries.read_orphans, tenant, eligible,
-                                       embedder.dimension) if eligible else []
-    for orphan in orphans:
-        columns["id"].append(orphan.id)
-        columns["memory_type"].append(orphan.memory_type)
-        columns["memory"].append(orphan.memory)
-        columns["set_aside"].append(orphan.set_aside)
-        columns["embedding"].append(orphan.embedding)
-    vectors = columns.pop("embedding")
-    missing = [row for row, vector in enumerate(vectors) if vector is None]
-    for row, vector in zip(missing, embedder.embed([columns["memory"][row] for row in missing]), strict=True):
+        if rebuild:
+            eligible = session.execute_read(queries.live_memory_types, tenant)
+            rows = session.execute_read(queries.read_live_memories, tenant, eligible, embedder.dimension)
+        else:
+            eligible = [count.memory_type for count in counts if count.eligible(min_group_size)]
+            rows = session.execute_read(queries.read_orphans, tenant, eligible,
+                                        embedder.dimension) if eligible else []
+        waiting_types = [count.memory_type for count in counts if count.memory_type not in eligible]
+        waiting = session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH)
+    missing = [row for row, orphan in enumerate(rows) if orphan.embedding is None]
+    fresh = embedder.embed([rows[row].memory for row in missing])
+    vectors = [orphan.embedding for orphan in rows]
+    for row, vector in zip(missing, fresh, strict=True):
         vectors[row] = vector
-    frame = pd.DataFrame(columns)
+    frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
+                          "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
+                         columns=CANDIDATE_COLUMNS[:-1])
     frame["embedding"] = pd.Series(vectors, index=frame.index, dtype=object)
     frame = frame.sort_values(["memory_type", "id"], kind="stable", ignore_index=True)
     table = pd.DataFrame([vars(count) for count in counts],
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
-    return CandidateLoad(frame, table, len(missing))
+    return CandidateLoad(frame, table, len(missing), waiting)
 
 
-class _TypeContext:
-    """Texts, vectors and term statistics of one memory type's candidates."""
-
-    def __init__(self, candidates: pd.DataFrame) -> None:
-        self.ids: list[str] = candidates["id"].tolist()
-        self.texts: list[str] = candidates["memory"].tolist()
-        self.vectors = np.vstack(candidates["embedding"].to_numpy()).astype(np.float32)
-        self.row_of = {node_id: row for row, node_id in enumerate(self.ids)}
-        self.stats = TermStats([terms(text) for text in self.texts])
-
-    def rows(self, node_ids: Sequence[str]) -> list[int]:
-        return [self.row_of[node_id] for node_id in node_ids]
-
-    def typical_first(self, rows: Sequence[int]) -> list[str]:
-        """Member texts, the most typical (nearest the centroid) first: what a reader sees first."""
-        members = self.vectors[list(rows)]
-        order = np.argsort(-(members @ members.mean(axis=0)), kind="stable")
-        return [self.texts[rows[i]] for i in order]
+def tidy_topics(neo4j: Neo4jResource, tenant: str) -> dict[str, int]:
+    """Topic hygiene before planning: PARENT edges off archived members (to their successors),
+    then topics left with fewer than two members archived (their last member freed), repeated
+    while a level-2 topic thins out because of it."""
+    with neo4j.session() as session:
+        edges = session.execute_write(queries.move_edges_off_archived, tenant)
+        dissolved: list[dict[str, Any]] = []
+        for _ in range(3):
+            batch = session.execute_write(queries.dissolve_thin_topics, tenant, DISSOLVED)
+            dissolved.extend(batch)
+            if not batch:
+                break
+        successors = sorted({row["successor"] for row in dissolved})
+        if successors:
+            session.execute_write(queries.recount_topics, tenant, successors)
+    return {"edges_moved": edges["moved"], "edges_dropped": edges["dropped"], "topics_dissolved": len(dissolved)}
 
 
-class Reorganizer:
-    """Summarizes and writes one tenant's planned clusters."""
+# -- writing a plan -------------------------------------------------------------------------------
+
+@dataclass
+class WriteOutcome:
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    created: int = 0
+    grown: int = 0
+    promoted: int = 0
+    refreshed: int = 0
+    retired: int = 0
+    edges_created: int = 0
+    edges_removed: int = 0
+    set_aside: int = 0
+    deferred: int = 0
+    llm_fallbacks: int = 0
+    stopped_by_budget: bool = False
+    usage: ChatUsage = field(default_factory=ChatUsage)
+
+    def frame(self) -> pd.DataFrame:
+        columns = ["id", "memory_type", "level", "action", "key", "value", "members", "members_before",
+                   "refreshed"]
+        return pd.DataFrame(self.changes, columns=columns)
+
+
+def _units(topics: pd.DataFrame, retired: pd.DataFrame) -> list[list[str]]:
+    """Topics the plan links (parent, sub-topics, successor), as groups written together."""
+    parent: dict[str, str] = {}
+
+    def find(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    def join(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    ids = set(topics["id"]) | set(retired["id"])
+    for row in topics.itertuples():
+        find(row.id)
+        if isinstance(row.parent, str):
+            join(row.id, row.parent)
+        for child in row.children:
+            if child in ids:
+                join(row.id, child)
+    for row in retired.itertuples():
+        join(row.id, row.successor)
+    groups: dict[str, list[str]] = {}
+    for node in sorted(ids):
+        groups.setdefault(find(node), []).append(node)
+    return [groups[root] for root in sorted(groups)]
+
+
+class TopicWriter:
+    """Summarizes and writes one tenant's placement plan."""
 
     def __init__(self, tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                  summarizer: SummarizerResource, log: logging.Logger | Any,
@@ -174,100 +182,211 @@ class Reorganizer:
         self.clock = clock
         self.batch_edges = batch_edges
         self.sink = sink
-        self.outcome = ReorgOutcome()
-        self._pending: list[tuple[str, _Parent]] = []
+        self.outcome = WriteOutcome()
+        self._pending: list[dict[str, Any]] = []
 
-    def run(self, candidates: pd.DataFrame, clusters: pd.DataFrame, time_budget_s: float) -> ReorgOutcome:
+    def run(self, plan: pd.DataFrame, candidates: pd.DataFrame, time_budget_s: float) -> WriteOutcome:
         deadline = self.clock() + time_budget_s
-        small = [node for ids in clusters.loc[clusters["status"] == "set_aside", "node_ids"] for node in ids]
+        aside = plan[plan["kind"] == SET_ASIDE]
+        rows = [{"id": r.id, "reason": r.reason, "nearest": r.nearest,
+                 "similarity": None if pd.isna(r.similarity) else float(r.similarity),
+                 "group_size": None if pd.isna(r.group_size) else int(r.group_size)}
+                for r in aside.itertuples()]
         with self.neo4j.session() as session:
-            self.outcome.set_aside_small = session.execute_write(
-                queries.mark_set_aside, self.tenant, small, SET_ASIDE_SMALL)
-        kept = clusters[clusters["status"] == "kept"]
-        total = kept.groupby(["memory_type", "topic"]).ngroups if len(kept) else 0
-        with tracked(f"reorganize {self.tenant}", self.sink, total=total, unit="topics") as progress:
-            for memory_type, of_type in kept.groupby("memory_type", sort=True):
-                context = _TypeContext(candidates[candidates["memory_type"] == memory_type]
-                                       .reset_index(drop=True))
-                topics = list(of_type.groupby("topic", sort=True))
-                for position, (topic, leaves) in enumerate(topics):
+            self.outcome.set_aside = session.execute_write(queries.mark_set_aside_with_reasons, self.tenant, rows)
+        candidate_ids = set(candidates["id"])
+        writing = plan[plan["kind"] == TOPIC]
+        with tracked(f"reorganize {self.tenant}", self.sink, total=len(writing), unit="topics") as progress:
+            for memory_type, of_type in plan[plan["kind"] != SET_ASIDE].groupby("memory_type", sort=True):
+                topics = of_type[of_type["kind"] == TOPIC]
+                retired = of_type[of_type["kind"] == RETIRE]
+                context = _TypeContext(self, str(memory_type), topics, candidates[candidates["memory_type"] == memory_type])
+                units = _units(topics, retired)
+                for position, unit in enumerate(units):
                     if self.clock() >= deadline:
                         self._flush()
-                        self._defer([leaves_ for _, leaves_ in topics[position:]])
-                        self.log.warning(f"Time budget of {time_budget_s:.0f}s used up: "
-                                         f"{len(topics) - position} {memory_type} topics deferred "
-                                         "to the next run")
+                        self._defer(topics, units[position:], candidate_ids)
+                        self.log.warning(f"Time budget of {time_budget_s:.0f}s used up: {len(units) - position} "
+                                         f"{memory_type} topic groups deferred to the next run")
                         self.outcome.stopped_by_budget = True
                         return self.outcome
-                    self._topic(str(memory_type), str(topic), list(leaves["node_ids"]), context)
-                    progress.advance()
-            self._flush()
+                    self._pending.append(context.unit(unit, retired))
+                    progress.advance(len(unit))
+                    if sum(len(row["children"]) for p in self._pending for row in p["children"]) >= self.batch_edges:
+                        self._flush()
+                self._flush()
         return self.outcome
 
-    def _defer(self, remaining: list[pd.DataFrame]) -> None:
-        ids = [node for leaves in remaining for node_ids in leaves["node_ids"] for node in node_ids]
+    def _defer(self, topics: pd.DataFrame, units: list[list[str]], candidate_ids: set[str]) -> None:
+        children = dict(zip(topics["id"], topics["children"], strict=True))
+        ids = sorted({child for unit in units for tid in unit for child in children.get(tid, ())
+                      if child in candidate_ids})
         with self.neo4j.session() as session:
-            self.outcome.deferred_nodes += session.execute_write(queries.mark_deferred, self.tenant, ids)
-
-    def _summary(self, context: _TypeContext, rows: list[int], label: str) -> TopicSummary | None:
-        texts = context.typical_first(rows)
-        language = language_of(texts)
-        draft = extractive_summary(context.texts, context.vectors, rows, context.stats, language)
-        summary, usage = self.summarizer.summarize(texts, draft, language)
-        self.outcome.usage.add(usage)
-        if summary is None:
-            self.outcome.rejected_summaries += 1
-            self.log.warning(f"Skipping {label} ({len(rows)} memories): the summarizer's answer was "
-                             "unusable; its memories are set aside until new orphans arrive")
-        return summary
-
-    def _set_aside_rejected(self, node_ids: Sequence[str]) -> None:
-        with self.neo4j.session() as session:
-            self.outcome.set_aside_rejected += session.execute_write(
-                queries.mark_set_aside, self.tenant, node_ids, SET_ASIDE_REJECTED)
-
-    def _topic(self, memory_type: str, topic: str, leaves: list[list[str]], context: _TypeContext) -> None:
-        all_ids = [node for leaf in leaves for node in leaf]
-        top: TopicSummary | None = None
-        if len(leaves) > 1:
-            top = self._summary(context, context.rows(all_ids), f"topic {topic}")
-            if top is None:
-                self._set_aside_rejected(all_ids)
-                return
-        parents: list[_Parent] = []
-        for number, leaf in enumerate(leaves):
-            summary = self._summary(context, context.rows(leaf), f"cluster {topic}/{number}")
-            if summary is None:
-                self._set_aside_rejected(leaf)
-                continue
-            parents.append(_Parent(parent_id(self.tenant, memory_type, leaf), 1, summary,
-                                   list(leaf), len(leaf)))
-        if top is not None and len(parents) > 1:
-            children = [parent.id for parent in parents]
-            parents.append(_Parent(parent_id(self.tenant, memory_type, children), 2, top, children,
-                                   sum(parent.member_count for parent in parents)))
-        self._pending.extend((memory_type, parent) for parent in parents)
-        if sum(len(parent.child_ids) for _, parent in self._pending) >= self.batch_edges:
-            self._flush()
+            self.outcome.deferred += session.execute_write(queries.mark_deferred, self.tenant, ids)
 
     def _flush(self) -> None:
-        """Write the pending whole topics in one transaction (a few thousand edges per round trip)."""
+        """Write the pending whole units in one transaction."""
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        vectors = self.embedder.embed([parent.summary.value for _, parent in pending])
-        props = [parent_properties(self.tenant, memory_type, parent.id, parent.summary,
-                                   parent.child_ids, parent.level, vector)
-                 for (memory_type, parent), vector in zip(pending, vectors, strict=True)]
-        links = [{"parent": parent.id, "child": child}
-                 for _, parent in pending for child in parent.child_ids]
+        fresh = [props for unit in pending for props in unit["embed"]]
+        for props, vector in zip(fresh, self.embedder.embed([p["memory"] for p in fresh]), strict=True):
+            props["embedding"] = vector.astype(float).tolist()
+        merged = {key: [item for unit in pending for item in unit[key]]
+                  for key in ("created", "updated", "children", "retired")}
         with self.neo4j.session() as session:
-            written = session.execute_write(queries.write_topics, self.tenant, props, links)
-        self.outcome.parents_created += written.parents_created
+            written = session.execute_write(queries.write_unit, self.tenant, merged["created"],
+                                            merged["updated"], merged["children"], merged["retired"])
         self.outcome.edges_created += written.edges_created
-        self.outcome.parents.extend(
-            {"id": parent.id, "memory_type": memory_type, "level": parent.level,
-             "key": parent.summary.key, "value": parent.summary.value,
-             "children": len(parent.child_ids), "members": parent.member_count}
-            for memory_type, parent in pending
-        )
+        self.outcome.edges_removed += written.edges_removed
+        for unit in pending:
+            self.outcome.changes.extend(unit["changes"])
+
+
+class _TypeContext:
+    """One memory type's plan rows, member texts and phrase statistics, and how to write a unit."""
+
+    def __init__(self, writer: TopicWriter, memory_type: str, topics: pd.DataFrame,
+                 candidates: pd.DataFrame) -> None:
+        self.writer = writer
+        self.memory_type = memory_type
+        self.topics: dict[str, dict[str, Any]] = {row["id"]: row for row in topics.to_dict("records")}
+        self.store = MemberStore(writer.neo4j, writer.embedder, writer.tenant)
+        if len(candidates):
+            self.store.add(candidates["id"].tolist(), candidates["memory"].tolist(),
+                           np.vstack(candidates["embedding"].to_numpy()))
+        refresh = [row for row in self.topics.values() if row["refresh"]]
+        with writer.neo4j.session() as session:
+            subtopics = sorted({c for row in refresh if row["level"] == 2 for c in row["children"]})
+            self.outside = session.execute_read(queries.topic_children, writer.tenant, subtopics) if subtopics else {}
+            existing = [row["id"] for row in refresh if row["action"] != "created"]
+            self.previous = session.execute_read(queries.topic_summaries, writer.tenant, existing) if existing else {}
+        self.store.load(sorted({m for row in refresh for m in self._members(row["id"])}))
+        self.texts = list(self.store.texts.values())
+        self.vectors = self.store.matrix(list(self.store.texts))
+        self.index = PhraseIndex(self.texts)
+        self.index_rows = {mid: row for row, mid in enumerate(self.store.texts)}
+        self.keys: dict[str, str] = {tid: info["key"] or "" for tid, info in self.outside.items()}
+
+    def _members(self, tid: str) -> list[str]:
+        row = self.topics[tid]
+        if row["level"] == 1:
+            return list(row["children"])
+        below: list[str] = []
+        for child in row["children"]:
+            if child in self.topics:
+                below.extend(self.topics[child]["children"])
+            else:
+                below.extend(self.outside.get(child, {}).get("children", []))
+        return below
+
+    def unit(self, unit: list[str], retired: pd.DataFrame) -> dict[str, Any]:
+        out: dict[str, Any] = {"created": [], "updated": [], "children": [], "retired": [], "embed": [],
+                               "changes": []}
+        now = utc_now()
+        for row in sorted((self.topics[tid] for tid in unit if tid in self.topics),
+                          key=lambda r: (r["level"], r["id"])):
+            tid = row["id"]
+            summary = self._summary(tid) if row["refresh"] else None
+            props = self._props(row, summary, now)
+            if row["action"] == "created":
+                out["created"].append(props)
+                out["embed"].append(props)
+            else:
+                out["updated"].append({"id": tid, "props": props})
+                if summary is not None:
+                    out["embed"].append(props)
+            out["children"].append({"id": tid, "children": list(row["children"]),
+                                    "fresh": row["action"] == "created"})
+            self._count(row, summary is not None)
+            out["changes"].append({
+                "id": tid, "memory_type": self.memory_type, "level": int(row["level"]), "action": row["action"],
+                "key": summary.key if summary else self.keys.get(tid, ""), "value": props.get("memory", ""),
+                "members": int(row["member_count"]), "members_before": int(row["members_before"]),
+                "refreshed": summary is not None})
+        for row in retired[retired["id"].isin(unit)].itertuples():
+            out["retired"].append({"id": row.id, "successor": row.successor, "reason": row.reason})
+            self.writer.outcome.retired += 1
+            out["changes"].append({"id": row.id, "memory_type": self.memory_type, "level": int(row.level),
+                                   "action": "retired", "key": "", "value": "", "members": 0,
+                                   "members_before": int(row.members_before), "refreshed": False})
+        return out
+
+    def _count(self, row: dict[str, Any], refreshed: bool) -> None:
+        outcome = self.writer.outcome
+        action = row["action"]
+        outcome.created += action == "created"
+        outcome.grown += action in ("grown", "reparented")
+        outcome.promoted += action == "promoted"
+        outcome.refreshed += refreshed and action != "created"
+
+    def _summary(self, tid: str) -> TopicSummary:
+        """Offline phrase summary, or the summarizer's (an unusable answer falls back, counted)."""
+        row = self.topics[tid]
+        members = [m for m in self._members(tid) if m in self.index_rows]
+        rows = [self.index_rows[m] for m in members]
+        texts, vectors = self.texts, self.vectors
+        typical = np.argsort(-(vectors[rows] @ vectors[rows].mean(axis=0)), kind="stable")
+        member_texts = [texts[rows[i]] for i in typical]
+        language = language_of(member_texts)
+        child_keys = [self.keys.get(child, "") for child in row["children"]] if row["level"] == 2 else []
+        draft = phrase_summary(texts, vectors, rows, self.index, language, [k for k in child_keys if k])
+        summary, usage = self.writer.summarizer.summarize(member_texts, draft, language, child_keys)
+        self.writer.outcome.usage.add(usage)
+        if summary is None:
+            self.writer.outcome.llm_fallbacks += 1
+            self.writer.log.warning(f"Topic {tid} ({len(members)} memories): the summarizer's answer was "
+                                    "unusable; the offline summary is written instead")
+            summary = draft
+        if child_keys and summary.key in child_keys:
+            summary = draft
+        self.keys[tid] = summary.key
+        return summary
+
+    def _props(self, row: dict[str, Any], summary: TopicSummary | None, now: datetime) -> dict[str, Any]:
+        tid = row["id"]
+        dynamic = {
+            "reorg_level": int(row["level"]), "reorg_member_count": len(row["children"]),
+            "member_count": int(row["member_count"]), "reorg_centroid": list(row["centroid"]),
+            "reorg_language": row["language"], "updated_at": now,
+            "sources": json.dumps([{"type": "memory", "memory_id": c} for c in sorted(row["children"])]),
+        }
+        if row["action"] == "created":
+            if summary is None:
+                raise ValueError(f"new topic {tid} has no summary")
+            item = MemoryItem(id=tid, memory=summary.value, metadata=MemoryMetadata(
+                user_name=self.writer.tenant, memory_type=self.memory_type, key=summary.key,
+                tags=summary.tags, background=summary.background, confidence=TOPIC_CONFIDENCE,
+                type=queries.TOPIC_TYPE,
+                sources=[SourceMessage(type="memory", memory_id=c) for c in sorted(row["children"])],
+                created_at=now, updated_at=now, payload_hash=tid.removeprefix("mem:")))
+            return {**item.to_properties(), **dynamic}
+        if summary is None:
+            return dynamic
+        previous = self.previous.get(tid, {})
+        history = json.loads(previous.get("history") or "[]")
+        version = int(previous.get("version") or 1)
+        if previous.get("memory"):
+            updated = previous.get("updated_at")
+            history.append(ArchivedVersion(
+                version=version, update_type=UpdateType.REFRESH, memory=previous["memory"],
+                created_at=updated.to_native() if hasattr(updated, "to_native") else now,
+            ).model_dump(mode="json"))
+        return {**dynamic, "memory": summary.value, "data": summary.value,
+                "display": display_name(summary.value, tid.removeprefix("mem:")),
+                "name": display_name(summary.value, tid.removeprefix("mem:")),
+                "key": summary.key, "tags": summary.tags, "background": summary.background,
+                "version": version + 1, "history": json.dumps(history, ensure_ascii=False),
+                "reorg_refreshed_at": now}
+
+
+def histogram_rows(sizes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Topics per level and member-count band: L1 1–5, 6–10, 11–15, 16–20; L2 bands of 20."""
+    counts: dict[str, int] = {}
+    for size in sizes:
+        members = int(size["members"])
+        width = 5 if size["level"] == 1 else 20
+        low = max((members - 1) // width * width + 1, 1)
+        label = f"L{size['level']} {low:>3}–{low + width - 1}"
+        counts[label] = counts.get(label, 0) + 1
+    return counts

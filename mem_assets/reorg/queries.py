@@ -87,24 +87,6 @@ def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
     return orphans
 
 
-def mark_set_aside(tx: ManagedTransaction, tenant: str, ids: Sequence[str], reason: str) -> int:
-    """Remember orphans left out of every cluster, so only new orphans trigger another pass."""
-    if not ids:
-        return 0
-    record = tx.run(
-        """
-        UNWIND $ids AS id
-        MATCH (m:MemoryItem {user_name: $tenant, id: id})
-        SET m.reorg_set_aside_at = coalesce(m.reorg_set_aside_at, datetime()),
-            m.reorg_set_aside_reason = $reason
-        REMOVE m.reorg_deferred_at
-        RETURN count(m) AS marked
-        """,
-        tenant=tenant, ids=list(ids), reason=reason,
-    ).single()
-    return record["marked"] if record else 0
-
-
 def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> int:
     """Orphans of clusters a run had no time left for: the next run takes them first."""
     if not ids:
@@ -122,44 +104,6 @@ def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> in
     return record["marked"] if record else 0
 
 
-@dataclass(frozen=True)
-class TopicWrite:
-    parents_created: int
-    edges_created: int
-
-
-def write_topics(tx: ManagedTransaction, tenant: str, parents: list[dict[str, Any]],
-                 links: list[dict[str, str]]) -> TopicWrite:
-    """Summary parents and their PARENT edges (parent → child) in one transaction: all or nothing.
-
-    Parents are MERGEd on their deterministic id and only filled on creation, so writing the same
-    clusters again changes nothing.
-    """
-    if any(props["user_name"] != tenant for props in parents):
-        raise ValueError("a summary parent must belong to the tenant it is written for")
-    created = tx.run(
-        """
-        UNWIND $parents AS props
-        MERGE (p:MemoryItem {user_name: $tenant, id: props.id})
-        ON CREATE SET p:Node, p += props
-        """,
-        tenant=tenant, parents=parents,
-    ).consume().counters.nodes_created
-    edges = tx.run(
-        """
-        UNWIND $links AS link
-        MATCH (p:MemoryItem {user_name: $tenant, id: link.parent})
-        MATCH (c:MemoryItem {user_name: $tenant, id: link.child})
-        MERGE (p)-[r:PARENT]->(c)
-        ON CREATE SET r.created_at = datetime()
-        WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
-        REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_deferred_at
-        """,
-        tenant=tenant, links=links,
-    ).consume().counters.relationships_created
-    return TopicWrite(parents_created=created, edges_created=edges)
-
-
 def parents_on_cycles(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[str]:
     result = tx.run(
         """
@@ -173,10 +117,12 @@ def parents_on_cycles(tx: ManagedTransaction, tenant: str, limit: int = 20) -> l
 
 
 def parents_with_few_members(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
-    """Topics with fewer than two children of their own tenant (a child of another tenant counts 0)."""
+    """Activated topics with fewer than two children of their own tenant (a child of another
+    tenant counts 0); archived topics are history and keep no edges."""
     result = tx.run(
         """
         MATCH (p:MemoryItem {user_name: $tenant, type: $topic})
+        WHERE coalesce(p.status, 'activated') = 'activated'
         OPTIONAL MATCH (p)-[:PARENT]->(c:MemoryItem {user_name: $tenant})
         WITH p, count(c) AS members
         WHERE members < 2
@@ -212,3 +158,373 @@ def topic_tree(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
         tenant=tenant, topic=TOPIC_TYPE,
     )
     return [record.data() for record in result]
+
+
+# -- incremental placement ------------------------------------------------------------------------
+
+_ACTIVE_TOPIC = "coalesce({v}.status, 'activated') = 'activated' AND {v}.type = $topic"
+
+
+@dataclass(frozen=True)
+class StoredTopic:
+    """An activated topic as placement reads it: level, language, centroid, parent, live children."""
+
+    id: str
+    memory_type: str
+    level: int
+    language: str | None
+    centroid: np.ndarray | None
+    member_count: int | None
+    memory: str
+    parent: str | None
+    children: list[str]
+
+
+def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
+                dimension: int) -> list[StoredTopic]:
+    """The tenant's activated topics of these memory types with their activated children."""
+    result = tx.run(
+        f"""
+        MATCH (t:MemoryItem {{user_name: $tenant}})
+        WHERE {_ACTIVE_TOPIC.format(v="t")}
+          AND coalesce(t.memory_type, 'LongTermMemory') IN $memory_types
+        OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
+        WHERE {_ACTIVE_TOPIC.format(v="p")}
+        WITH t, min(p.id) AS parent
+        OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {{user_name: $tenant}})
+        WHERE coalesce(c.status, 'activated') = 'activated'
+        WITH t, parent, c ORDER BY c.id
+        RETURN t.id AS id, coalesce(t.memory_type, 'LongTermMemory') AS memory_type,
+               coalesce(t.reorg_level, 1) AS level, t.reorg_language AS language,
+               t.reorg_centroid AS centroid, t.member_count AS member_count,
+               coalesce(t.memory, '') AS memory, parent, collect(c.id) AS children
+        """,
+        tenant=tenant, memory_types=list(memory_types), topic=TOPIC_TYPE,
+    )
+    topics = []
+    for record in result:
+        centroid = record["centroid"]
+        topics.append(StoredTopic(
+            id=record["id"], memory_type=record["memory_type"], level=int(record["level"]),
+            language=record["language"],
+            centroid=(np.asarray(centroid, dtype=np.float64)
+                      if centroid is not None and len(centroid) == dimension else None),
+            member_count=record["member_count"], memory=record["memory"], parent=record["parent"],
+            children=list(record["children"])))
+    return topics
+
+
+def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
+                 dimension: int) -> dict[str, tuple[str, np.ndarray | None]]:
+    """Text and embedding (None if absent or of another dimension) of the given memories."""
+    result = tx.run(
+        """
+        UNWIND $ids AS id
+        MATCH (m:MemoryItem {user_name: $tenant, id: id})
+        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding
+        """,
+        tenant=tenant, ids=list(ids),
+    )
+    members = {}
+    for record in result:
+        vector = record["embedding"]
+        members[record["id"]] = (record["memory"],
+                                 np.asarray(vector, dtype=np.float32)
+                                 if vector is not None and len(vector) == dimension else None)
+    return members
+
+
+def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
+                       dimension: int) -> list[Orphan]:
+    """Every live memory of these types, placed or not: what a rebuild clusters from scratch."""
+    result = tx.run(
+        f"""
+        MATCH (m:MemoryItem {{user_name: $tenant}})
+        WHERE {live_memory("m")} AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
+        RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type,
+               coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
+               m.reorg_set_aside_at IS NOT NULL AS set_aside
+        """,
+        tenant=tenant, memory_types=list(memory_types),
+    )
+    return [Orphan(r["id"], r["memory_type"], r["memory"],
+                   np.asarray(r["embedding"], dtype=np.float32)
+                   if r["embedding"] is not None and len(r["embedding"]) == dimension else None,
+                   r["set_aside"]) for r in result]
+
+
+def live_memory_types(tx: ManagedTransaction, tenant: str) -> list[str]:
+    result = tx.run(
+        f"""
+        MATCH (m:MemoryItem {{user_name: $tenant}}) WHERE {live_memory("m")}
+        RETURN DISTINCT coalesce(m.memory_type, 'LongTermMemory') AS memory_type ORDER BY memory_type
+        """,
+        tenant=tenant,
+    )
+    return [record["memory_type"] for record in result]
+
+
+def topic_summaries(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Key, value, tags, background, version, history and last update of the given topics."""
+    result = tx.run(
+        """
+        UNWIND $ids AS id
+        MATCH (t:MemoryItem {user_name: $tenant, id: id})
+        RETURN t.id AS id, t.key AS key, t.memory AS memory, t.tags AS tags,
+               t.background AS background, coalesce(t.version, 1) AS version,
+               coalesce(t.history, '[]') AS history, t.updated_at AS updated_at
+        """,
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"]: record.data() for record in result}
+
+
+def mark_set_aside_with_reasons(tx: ManagedTransaction, tenant: str, rows: list[dict[str, Any]]) -> int:
+    """Unplaced memories with why: reason, nearest topic and the cosine to it, group size."""
+    if not rows:
+        return 0
+    record = tx.run(
+        """
+        UNWIND $rows AS row
+        MATCH (m:MemoryItem {user_name: $tenant, id: row.id})
+        SET m.reorg_set_aside_at = coalesce(m.reorg_set_aside_at, datetime()),
+            m.reorg_set_aside_reason = row.reason,
+            m.reorg_set_aside_nearest = row.nearest,
+            m.reorg_set_aside_similarity = row.similarity,
+            m.reorg_set_aside_group = row.group_size
+        REMOVE m.reorg_deferred_at
+        RETURN count(m) AS marked
+        """,
+        tenant=tenant, rows=rows,
+    ).single()
+    return record["marked"] if record else 0
+
+
+def mark_waiting(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str], reason: str) -> int:
+    """Orphans of memory types a run leaves alone (too few new ones): recorded, not forgotten."""
+    if not memory_types:
+        return 0
+    record = tx.run(
+        _ORPHANS + """
+        AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
+        AND m.reorg_set_aside_reason IS NULL
+        SET m.reorg_set_aside_at = datetime(), m.reorg_set_aside_reason = $reason
+        RETURN count(m) AS marked
+        """,
+        tenant=tenant, memory_types=list(memory_types), reason=reason,
+    ).single()
+    return record["marked"] if record else 0
+
+
+@dataclass(frozen=True)
+class UnitWrite:
+    topics_created: int
+    edges_created: int
+    edges_removed: int
+    retired: int
+
+
+def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]],
+               updated: list[dict[str, Any]], children: list[dict[str, Any]],
+               retired: list[dict[str, Any]]) -> UnitWrite:
+    """One unit of a placement plan, whole: create new topics, retire old ones (archived,
+    SUPERSEDED_BY their successor, their PARENT edges removed), update changed ones, and give every touched
+    topic exactly its planned children (edges to anything else removed; set-aside markers of
+    newly placed children cleared). A new topic (``fresh``) has no edges yet: they are created,
+    not merged."""
+    if any(props["user_name"] != tenant for props in created):
+        raise ValueError("a topic must belong to the tenant it is written for")
+    created_nodes = tx.run(
+        """
+        UNWIND $created AS props
+        MERGE (t:MemoryItem {user_name: $tenant, id: props.id})
+        ON CREATE SET t:Node, t += props
+        """,
+        tenant=tenant, created=created,
+    ).consume().counters.nodes_created
+    retire_counters = tx.run(
+        """
+        UNWIND $retired AS row
+        MATCH (o:MemoryItem {user_name: $tenant, id: row.id})
+        MATCH (n:MemoryItem {user_name: $tenant, id: row.successor})
+        SET o.status = 'archived', o.archived_reason = row.reason, o.archived_at = datetime(),
+            o.evolve_to = [row.successor]
+        CREATE (o)-[:SUPERSEDED_BY {update_type: 'reorganized', reason: row.reason, created_at: datetime()}]->(n)
+        WITH o
+        OPTIONAL MATCH (o)-[r:PARENT]-()
+        DELETE r
+        """,
+        tenant=tenant, retired=retired,
+    ).consume().counters
+    tx.run(
+        """
+        UNWIND $updated AS row
+        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
+        SET t += row.props
+        """,
+        tenant=tenant, updated=updated,
+    ).consume()
+    rewired = [row for row in children if not row.get("fresh")]
+    removed = tx.run(
+        """
+        UNWIND $children AS row
+        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})-[r:PARENT]->(c)
+        WHERE NOT c.id IN row.children
+        DELETE r
+        """,
+        tenant=tenant, children=rewired,
+    ).consume().counters.relationships_deleted
+    edges = tx.run(
+        """
+        UNWIND $children AS row
+        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
+        UNWIND row.children AS child
+        MATCH (c:MemoryItem {user_name: $tenant, id: child})
+        CALL (t, c, row) {
+            WITH t, c, row WHERE row.fresh
+            CREATE (t)-[:PARENT {created_at: datetime()}]->(c)
+            UNION
+            WITH t, c, row WHERE NOT row.fresh
+            MERGE (t)-[r:PARENT]->(c) ON CREATE SET r.created_at = datetime()
+        }
+        WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
+        REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_set_aside_nearest,
+               c.reorg_set_aside_similarity, c.reorg_set_aside_group, c.reorg_deferred_at
+        """,
+        tenant=tenant, children=children,
+    ).consume().counters.relationships_created
+    return UnitWrite(topics_created=created_nodes, edges_created=edges,
+                     edges_removed=removed + retire_counters.relationships_deleted,
+                     retired=len(retired))
+
+
+# -- hygiene --------------------------------------------------------------------------------------
+
+def move_edges_off_archived(tx: ManagedTransaction, tenant: str) -> dict[str, int]:
+    """PARENT edges from activated topics to archived members: moved to the member's activated
+    successor (following MERGED_TO / SUPERSEDED_BY), or dropped when the successor already has a
+    topic at that level (or there is none)."""
+    record = tx.run(
+        f"""
+        MATCH (p:MemoryItem {{user_name: $tenant}})-[r:PARENT]->(c:MemoryItem {{user_name: $tenant, status: 'archived'}})
+        WHERE {_ACTIVE_TOPIC.format(v="p")}
+        OPTIONAL MATCH path = (c)-[:MERGED_TO|SUPERSEDED_BY*1..10]->(s:MemoryItem {{user_name: $tenant}})
+        WHERE coalesce(s.status, 'activated') = 'activated'
+        WITH p, r, c, s ORDER BY length(path)
+        WITH p, r, c, head(collect(s)) AS s
+        CALL (p, s) {{
+            WITH p, s WHERE s IS NOT NULL AND NOT EXISTS {{
+                MATCH (q:MemoryItem {{user_name: $tenant}})-[:PARENT]->(s)
+                WHERE {_ACTIVE_TOPIC.format(v="q")} AND coalesce(q.reorg_level, 1) = coalesce(p.reorg_level, 1)
+            }}
+            MERGE (p)-[e:PARENT]->(s) ON CREATE SET e.created_at = datetime()
+            RETURN count(*) AS moved
+        }}
+        DELETE r
+        RETURN count(r) AS edges, sum(moved) AS moved
+        """,
+        tenant=tenant, topic=TOPIC_TYPE,
+    ).single()
+    edges = record["edges"] if record else 0
+    moved = record["moved"] if record and record["moved"] else 0
+    return {"moved": moved, "dropped": edges - moved}
+
+
+def dissolve_thin_topics(tx: ManagedTransaction, tenant: str, reason: str) -> list[dict[str, Any]]:
+    """Archive activated topics left with fewer than two activated children; each points
+    (SUPERSEDED_BY) at its parent topic, else at its remaining child, and loses its PARENT edges
+    (the remaining child is free to be placed again). A topic with no successor at all stays."""
+    result = tx.run(
+        f"""
+        MATCH (t:MemoryItem {{user_name: $tenant}})
+        WHERE {_ACTIVE_TOPIC.format(v="t")}
+        OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {{user_name: $tenant}})
+        WHERE coalesce(c.status, 'activated') = 'activated'
+        WITH t, collect(c) AS kids WHERE size(kids) < 2
+        OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
+        WHERE {_ACTIVE_TOPIC.format(v="p")}
+        WITH t, kids, head(collect(p)) AS p
+        WITH t, coalesce(p, head(kids)) AS s
+        WHERE s IS NOT NULL
+        SET t.status = 'archived', t.archived_reason = $reason, t.archived_at = datetime(),
+            t.evolve_to = [s.id]
+        CREATE (t)-[:SUPERSEDED_BY {{update_type: 'reorganized', reason: $reason, created_at: datetime()}}]->(s)
+        WITH t, s
+        OPTIONAL MATCH (t)-[r:PARENT]-()
+        DELETE r
+        RETURN t.id AS id, s.id AS successor
+        """,
+        tenant=tenant, topic=TOPIC_TYPE, reason=reason,
+    )
+    return [record.data() for record in result]
+
+
+def recount_topics(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> None:
+    """member_count of level-1 topics from their activated children; of level-2 from their sub-topics."""
+    tx.run(
+        """
+        UNWIND $ids AS id
+        MATCH (t:MemoryItem {user_name: $tenant, id: id})
+        OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {user_name: $tenant})
+        WHERE coalesce(c.status, 'activated') = 'activated'
+        WITH t, c, CASE WHEN c.type = $topic THEN coalesce(c.member_count, 0) ELSE 1 END AS weight
+        WITH t, count(c) AS children, sum(weight) AS members
+        SET t.member_count = members, t.reorg_member_count = children, t.updated_at = datetime()
+        """,
+        tenant=tenant, ids=list(ids), topic=TOPIC_TYPE,
+    ).consume()
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+def topics_with_archived_members(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
+    result = tx.run(
+        f"""
+        MATCH (t:MemoryItem {{user_name: $tenant}})-[:PARENT]->(c:MemoryItem {{status: 'archived'}})
+        WHERE {_ACTIVE_TOPIC.format(v="t")}
+        RETURN t.id AS topic, c.id AS member ORDER BY topic, member LIMIT $limit
+        """,
+        tenant=tenant, topic=TOPIC_TYPE, limit=limit,
+    )
+    return [record.data() for record in result]
+
+
+def unexplained_orphans(tx: ManagedTransaction, tenant: str, older_than_hours: float,
+                        limit: int = 20) -> list[dict[str, Any]]:
+    """Live memories older than a cycle with neither a topic nor a recorded reason."""
+    result = tx.run(
+        _ORPHANS + """
+        AND m.reorg_set_aside_reason IS NULL AND m.reorg_deferred_at IS NULL
+        AND m.created_at < datetime() - duration({seconds: toInteger($seconds)})
+        RETURN m.id AS id, m.memory_type AS memory_type ORDER BY id LIMIT $limit
+        """,
+        tenant=tenant, seconds=older_than_hours * 3600, limit=limit,
+    )
+    return [record.data() for record in result]
+
+
+def topic_sizes(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
+    result = tx.run(
+        f"""
+        MATCH (t:MemoryItem {{user_name: $tenant}}) WHERE {_ACTIVE_TOPIC.format(v="t")}
+        RETURN coalesce(t.reorg_level, 1) AS level, coalesce(t.member_count, t.reorg_member_count, 0) AS members
+        """,
+        tenant=tenant, topic=TOPIC_TYPE,
+    )
+    return [record.data() for record in result]
+
+
+def topic_children(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Key and activated children of the given topics (sub-topics a level-2 summary reads)."""
+    result = tx.run(
+        """
+        UNWIND $ids AS id
+        MATCH (t:MemoryItem {user_name: $tenant, id: id})
+        OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {user_name: $tenant})
+        WHERE coalesce(c.status, 'activated') = 'activated'
+        WITH t, c ORDER BY c.id
+        RETURN t.id AS id, t.key AS key, collect(c.id) AS children
+        """,
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"]: {"key": record["key"], "children": list(record["children"])} for record in result}

@@ -10,7 +10,7 @@ import dagster as dg
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
 from mem_assets.reorg.summarizers import ExtractiveSummarizer, SummarizerResource
-from mem_resources.embedder import HashingEmbedder
+from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -22,13 +22,14 @@ from mem_resources.memory_model import (
 from mem_resources.neo4j_resource import Neo4jResource
 
 REORG_ASSETS = [reorg_candidates, memory_clusters, summary_parents, *reorg_checks]
+#: The offline semantic embedder the reorganization is tuned for (256 dimensions).
+EMBEDDER = WordLlamaEmbedder()
 
 
 def write_memories(neo4j: Neo4jResource, tenant: str, texts: Sequence[str],
                    memory_type: MemoryType = MemoryType.LONG_TERM) -> list[str]:
     """Activated memory nodes as the ingest writes them (labels, properties, embedding)."""
-    embedder = HashingEmbedder(dimension=neo4j.embedding_dimension)
-    vectors = embedder.embed(list(texts))
+    vectors = EMBEDDER.embed(list(texts))
     now = utc_now()
     rows = []
     for text, vector in zip(texts, vectors, strict=True):
@@ -44,7 +45,7 @@ def write_memories(neo4j: Neo4jResource, tenant: str, texts: Sequence[str],
 
 def reorg_resources(neo4j: Neo4jResource,
                     summarizer: SummarizerResource | None = None) -> dict[str, Any]:
-    return {"neo4j": neo4j, "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
+    return {"neo4j": neo4j, "embedder": EMBEDDER,
             "summarizer": summarizer or ExtractiveSummarizer()}
 
 

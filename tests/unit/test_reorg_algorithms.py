@@ -1,4 +1,4 @@
-"""Clustering and extractive summaries, without Dagster or Neo4j."""
+"""Clustering building blocks and topic ids, without Dagster or Neo4j."""
 
 from __future__ import annotations
 
@@ -6,51 +6,64 @@ import numpy as np
 import pytest
 
 from mem_assets.reorg.clustering import (
-    ClusteringParams,
-    plan_clusters,
+    leaves_of,
+    merge_groups,
     purity,
+    similar_groups,
     split_to_max,
 )
-from mem_assets.reorg.hierarchy import parent_id
-from mem_assets.reorg.summarizing import (
-    TermStats,
-    extractive_summary,
-    terms,
+from mem_assets.reorg.cycle import topic_id
+from mem_assets.reorg.placement import (
+    PlacementParams,
+    Topic,
+    memories_below,
+    plan_cycle,
+    rebuild_lineage,
 )
-from mem_resources.embedder import hashing_embed
-from mem_resources.text import language_of
+from mem_assets.reorg.topic_space import TopicSpace, language, languages
+from mem_resources.embedder import WordLlamaEmbedder
 from tests.support.topic_corpus import topic_memories
 
 
 @pytest.fixture(scope="module")
 def corpus() -> tuple[np.ndarray, np.ndarray, list[str]]:
-    pairs = topic_memories(per_topic=50)
+    """The English memories of the five-topic corpus, in the topic space."""
+    pairs = [(topic, text) for topic, text in topic_memories(per_topic=50) if language(text) == "en"]
     texts = [text for _, text in pairs]
-    return hashing_embed(texts, 384), np.array([topic for topic, _ in pairs]), texts
+    vectors = WordLlamaEmbedder().embed(texts)
+    langs = languages(texts)
+    projected = TopicSpace.fit([], vectors[:0], langs, vectors).project(vectors, langs)
+    return projected, np.array([topic for topic, _ in pairs]), texts
 
 
-def test_every_leaf_respects_the_size_bounds_and_every_row_is_placed_once(corpus):
+def test_similar_groups_follow_the_topics_and_cover_every_row(corpus):
+    vectors, truth, _ = corpus
+    groups = similar_groups(vectors, min_similarity=0.15)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(len(vectors)))
+    big = [g for g in groups if len(g) >= 3]
+    assert purity(big, truth) >= 0.95
+    assert sum(len(g) for g in big) >= 0.9 * len(vectors)
+
+
+def test_blocked_grouping_still_covers_every_row_once(corpus):
+    vectors, truth, _ = corpus
+    groups = similar_groups(vectors, min_similarity=0.15, block_rows=40)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(len(vectors)))
+    assert purity([g for g in groups if len(g) >= 3], truth) >= 0.9
+
+
+def test_merge_groups_joins_mutually_nearest_alike_groups_only():
+    sums = np.array([[1.0, 0.0, 0.0], [0.9, 0.1, 0.0], [0.0, 0.0, 1.0]])
+    assert merge_groups(sums, min_similarity=0.9) == [[0, 1], [2]]
+    assert merge_groups(sums, min_similarity=0.999) == [[0], [1], [2]]
+
+
+def test_leaves_respect_the_size_bounds_and_keep_every_row(corpus):
     vectors, _, _ = corpus
-    plan = plan_clusters(vectors, ClusteringParams(max_cluster_size=20, min_cluster_size=5))
-    assert all(5 <= len(leaf) <= 20 for leaf in plan.leaves)
-    assert all(len(rows) < 5 for rows in plan.set_aside)
-    placed = np.concatenate(plan.leaves + plan.set_aside)
-    assert sorted(placed.tolist()) == list(range(len(vectors)))
-
-
-def test_the_same_input_gives_the_same_plan(corpus):
-    vectors, _, _ = corpus
-    first = plan_clusters(vectors, ClusteringParams(seed=3))
-    second = plan_clusters(vectors, ClusteringParams(seed=3))
-    assert [leaf.tolist() for leaf in first.leaves] == [leaf.tolist() for leaf in second.leaves]
-
-
-def test_clusters_follow_known_topics(corpus):
-    vectors, topics, _ = corpus
-    plan = plan_clusters(vectors, ClusteringParams())
-    assert purity(plan.leaves, topics) >= 0.8
-    assert purity([np.concatenate(t.leaves) for t in plan.topics], topics) >= 0.8
-    assert any(len(topic.leaves) > 1 for topic in plan.topics)
+    rows = np.arange(47)
+    leaves = leaves_of(vectors, rows, max_size=20, min_size=3, seed=0)
+    assert all(3 <= len(leaf) <= 20 for leaf in leaves)
+    assert sorted(np.concatenate(leaves).tolist()) == rows.tolist()
 
 
 def test_identical_vectors_are_chunked_instead_of_peeled_one_by_one():
@@ -67,32 +80,37 @@ def test_purity_is_one_only_when_no_cluster_mixes_topics():
     assert purity([np.array([0, 2]), np.array([1, 3])], truth) == 0.5
 
 
-def test_parent_ids_depend_on_the_member_set_only():
-    assert parent_id("t", "LongTermMemory", ["b", "a"]) == parent_id("t", "LongTermMemory", ["a", "b"])
-    assert parent_id("t", "LongTermMemory", ["a", "b"]) != parent_id("u", "LongTermMemory", ["a", "b"])
-    assert parent_id("t", "LongTermMemory", ["a", "b"]) != parent_id("t", "LongTermMemory", ["a", "c"])
-    assert parent_id("t", "LongTermMemory", ["a"]).startswith("mem:")
+def test_topic_ids_depend_on_tenant_type_members_and_salt_only():
+    assert topic_id("t", "LongTermMemory", ["b", "a"]) == topic_id("t", "LongTermMemory", ["a", "b"])
+    assert topic_id("t", "LongTermMemory", ["a", "b"]) != topic_id("u", "LongTermMemory", ["a", "b"])
+    assert topic_id("t", "LongTermMemory", ["a", "b"]) != topic_id("t", "LongTermMemory", ["a", "c"])
+    assert topic_id("t", "LongTermMemory", ["a"]) != topic_id("t", "LongTermMemory", ["a"], salt="rebuild:1")
+    assert topic_id("t", "LongTermMemory", ["a"]).startswith("mem:")
 
 
-def test_extractive_summary_takes_the_typical_member_and_distinctive_terms(corpus):
-    vectors, topics, texts = corpus
-    stats = TermStats([terms(text) for text in texts])
-    cooking_en = [i for i, (topic, text) in enumerate(zip(topics, texts, strict=True))
-                  if topic == "cooking" and language_of([text]) == "en"]
-    summary = extractive_summary(texts, vectors, cooking_en, stats, "en")
-    assert summary.value in {texts[i] for i in cooking_en}
-    assert {"kitchen", "recipe", "dinner", "cook", "cooked"} & set(summary.tags)
-    assert summary.background.startswith(f"{len(cooking_en)} memories about")
+def test_the_same_input_gives_the_same_plan(corpus):
+    vectors, _, texts = corpus
+    ids = [f"m{i:03d}" for i in range(len(texts))]
+    lookup = dict(zip(ids, vectors, strict=True))
+
+    def run():
+        return plan_cycle({}, ids, vectors, list(languages(texts)), PlacementParams(),
+                          lambda members: np.array([lookup[m] for m in members]))
+    first, second = run(), run()
+    assert {t: sorted(first.topics[t].children) for t in first.topics} == \
+        {t: sorted(second.topics[t].children) for t in second.topics}
 
 
-def test_chinese_clusters_get_chinese_keys_and_background(corpus):
-    vectors, topics, texts = corpus
-    stats = TermStats([terms(text) for text in texts])
-    travel_zh = [i for i, (topic, text) in enumerate(zip(topics, texts, strict=True))
-                 if topic == "travel" and language_of([text]) == "zh"]
-    language = language_of([texts[i] for i in travel_zh])
-    summary = extractive_summary(texts, vectors, travel_zh, stats, language)
-    assert language == "zh"
-    assert {"旅行", "酒店", "机票", "飞机"} & set(summary.tags)
-    assert summary.background.endswith("的记忆。")
-    assert "、" in summary.key
+def test_rebuild_lineage_points_old_topics_at_where_their_memories_went():
+    def leaf(tid: str, members: list[str], parent: str | None = None) -> Topic:
+        return Topic(id=tid, level=1, language="en", children=members, vector_sum=np.zeros(2),
+                     member_count=len(members), parent=parent)
+    old = {"o1": leaf("o1", ["a", "b", "c"], "o2"), "o3": leaf("o3", ["d", "e"], "o2"),
+           "o2": Topic(id="o2", level=2, language="en", children=["o1", "o3"], vector_sum=np.zeros(2),
+                       member_count=5),
+           "o4": leaf("o4", ["x", "y"])}
+    new = {"n1": leaf("n1", ["a", "b", "d"]), "n2": leaf("n2", ["c", "e", "f", "g"])}
+    assert memories_below(old, "o2") == {"a", "b", "c", "d", "e"}
+    lineage = rebuild_lineage(old, new)
+    assert lineage == {"o1": "n1", "o2": "n1", "o3": "n2", "o4": "n2"}
+    assert rebuild_lineage(old, {}) == {}

@@ -1,0 +1,183 @@
+"""Topic quality without Neo4j: a labeled JSONL through embedder, placement and clustering.
+
+Items ``{"text", "topic", "batch"}`` arrive batch by batch, as they would over reorganization
+cycles: each batch (plus what earlier cycles left unplaced) is offered to the topics built so far
+(``placement.plan_cycle``). The report compares the final forest with the labels:
+
+- ``purity`` / ``ari`` / ``nmi``: placed memories by their level-1 topic against the labels
+  (scikit-learn); ``root_purity`` the same by top-level topic.
+- ``placed``: share of all memories under a topic at the end.
+- ``topics`` / ``sub_topics``: top-level topics and level-1 topics.
+- ``near_duplicate_pairs``: top-level topics of one language whose centroids (topic space) are at
+  least ``merge_similarity`` alike — what the asset check flags.
+- ``themes_split``: labels with at least 3 placed memories under each of two or more top-level
+  topics of one language (a theme told twice; no threshold involved).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, Field
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+from mem_assets.reorg.clustering import purity
+from mem_assets.reorg.placement import (
+    PlacementParams,
+    Topic,
+    near_duplicate_roots,
+    plan_cycle,
+)
+from mem_assets.reorg.topic_space import languages
+from mem_resources.embedder import EmbedderResource
+
+
+class EvalItem(BaseModel):
+    text: str = Field(min_length=1)
+    topic: str = Field(min_length=1)
+    batch: int = 1
+
+
+class BatchFigures(BaseModel):
+    batch: int
+    memories: int
+    placed: float
+    topics: int
+    created: int
+    grown: int
+    refreshed: int
+
+
+class NearDuplicate(BaseModel):
+    first: str
+    second: str
+    similarity: float
+
+
+class LanguageFigures(BaseModel):
+    memories: int
+    placed: float
+    purity: float
+
+
+class TopicReport(BaseModel):
+    memories: int
+    labels: int
+    batches: int
+    placed: float
+    purity: float
+    ari: float
+    nmi: float
+    root_purity: float
+    topics: int
+    sub_topics: int
+    near_duplicate_pairs: int
+    near_duplicates: list[NearDuplicate]
+    themes_split: int
+    set_aside_reasons: dict[str, int]
+    by_language: dict[str, LanguageFigures]
+    per_batch: list[BatchFigures]
+
+
+def read_items(path: Path) -> list[EvalItem]:
+    with path.open(encoding="utf-8") as handle:
+        return [EvalItem.model_validate_json(line) for line in handle if line.strip()]
+
+
+def holdout_split(items: Sequence[EvalItem]) -> tuple[list[EvalItem], list[EvalItem]]:
+    """Thresholds are tuned on every other label (sorted by name) and reported on the rest too."""
+    labels = sorted({item.topic for item in items})
+    tune = set(labels[0::2])
+    return ([item for item in items if item.topic in tune],
+            [item for item in items if item.topic not in tune])
+
+
+def near_duplicates(topics: dict[str, Topic], merge_similarity: float) -> list[NearDuplicate]:
+    roots = sorted((t for t in topics.values() if t.parent is None), key=lambda t: t.id)
+    return [NearDuplicate(first=a.id, second=b.id, similarity=round(sim, 4))
+            for sim, a, b in near_duplicate_roots(roots, merge_similarity)]
+
+
+def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource,
+                    params: PlacementParams) -> TopicReport:
+    ids = [f"m{i}" for i in range(len(items))]
+    vectors = embedder.embed([item.text for item in items]).astype(np.float32)
+    langs = languages(item.text for item in items)
+    row_of = {memory: row for row, memory in enumerate(ids)}
+    topics: dict[str, Topic] = {}
+    unplaced: list[int] = []
+    per_batch: list[BatchFigures] = []
+    reasons: Counter[str] = Counter()
+    seen = 0
+    for batch in sorted({item.batch for item in items}):
+        pool = unplaced + [row for row, item in enumerate(items) if item.batch == batch]
+        seen += sum(1 for item in items if item.batch == batch)
+        plan = plan_cycle(topics, [ids[r] for r in pool], vectors[pool], langs[pool], params,
+                          lambda members: vectors[[row_of[m] for m in members]])
+        topics = plan.topics
+        unplaced = [row_of[m] for m in plan.set_aside]
+        reasons = Counter(aside.reason for aside in plan.set_aside.values())
+        per_batch.append(BatchFigures(
+            batch=batch, memories=seen, placed=round(1 - len(unplaced) / seen, 4),
+            topics=sum(1 for t in topics.values() if t.parent is None),
+            created=len(plan.created), grown=len(plan.grown), refreshed=len(plan.refresh)))
+    return _report(items, ids, topics, unplaced, reasons, per_batch, params)
+
+
+def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic], unplaced: list[int],
+            reasons: Counter[str], per_batch: list[BatchFigures], params: PlacementParams) -> TopicReport:
+    row_of = {memory: row for row, memory in enumerate(ids)}
+    truth = np.array([item.topic for item in items], dtype=object)
+    leaf_of: dict[int, str] = {}
+    root_of: dict[int, str] = {}
+    for tid, topic in topics.items():
+        if topic.level != 1:
+            continue
+        root = topic.parent or tid
+        for member in topic.children:
+            leaf_of[row_of[member]] = tid
+            root_of[row_of[member]] = root
+    placed_rows = sorted(leaf_of)
+    by_leaf: dict[str, list[int]] = defaultdict(list)
+    by_root: dict[str, list[int]] = defaultdict(list)
+    for row in placed_rows:
+        by_leaf[leaf_of[row]].append(row)
+        by_root[root_of[row]].append(row)
+    labels_true = truth[placed_rows].tolist()
+    labels_leaf = [leaf_of[row] for row in placed_rows]
+    split = 0
+    for label in set(truth.tolist()):
+        per_language: dict[str, int] = Counter(
+            topics[root].language for root, rows in by_root.items()
+            if sum(1 for r in rows if truth[r] == label) >= 3)
+        split += any(count > 1 for count in per_language.values())
+    dupes = near_duplicates(topics, params.merge_similarity)
+    langs = languages(item.text for item in items)
+    by_language = {}
+    for lang in sorted(set(langs.tolist())):
+        rows = set(np.flatnonzero(langs == lang).tolist())
+        leaves = [np.array([r for r in members if r in rows]) for members in by_leaf.values()]
+        by_language[lang] = LanguageFigures(
+            memories=len(rows), placed=round(sum(1 for r in placed_rows if r in rows) / len(rows), 4),
+            purity=round(purity([leaf for leaf in leaves if len(leaf)], truth), 4))
+    return TopicReport(
+        memories=len(items), labels=len(set(truth.tolist())), batches=len(per_batch),
+        placed=round(len(placed_rows) / max(len(items), 1), 4),
+        purity=round(purity([np.array(r) for r in by_leaf.values()], truth), 4),
+        ari=round(float(adjusted_rand_score(labels_true, labels_leaf)), 4) if placed_rows else 0.0,
+        nmi=round(float(normalized_mutual_info_score(labels_true, labels_leaf)), 4) if placed_rows else 0.0,
+        root_purity=round(purity([np.array(r) for r in by_root.values()], truth), 4),
+        topics=sum(1 for t in topics.values() if t.parent is None),
+        sub_topics=sum(1 for t in topics.values() if t.level == 1),
+        near_duplicate_pairs=len(dupes), near_duplicates=dupes[:10], themes_split=split,
+        set_aside_reasons=dict(reasons), by_language=by_language, per_batch=per_batch,
+    )
+
+
+def report_json(report: TopicReport) -> str:
+    return json.dumps(report.model_dump(), ensure_ascii=False)
+
