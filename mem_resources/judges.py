@@ -1,7 +1,8 @@
 """Judges: label a pair of memories redundant / contradictory / independent, and fuse them.
 
 Two implementations behind one resource type, so assets never know which one runs:
-``OfflineJudge`` (lexical rules, no network; see mem_resources/offline_judge.py) and
+``OfflineJudge`` (a learned model over pair features, no network; see
+mem_assets/dedup/judge_model.py) and
 ``OpenAIJudge`` (any OpenAI-compatible chat endpoint). A judge that fails — transport error,
 timeout after retries, or an answer that does not validate — yields ``failed=True`` with label
 ``independent``: a failure never merges anything.
@@ -60,14 +61,20 @@ class JudgeResource(ConfigurableResource, ABC):
 
 
 class OfflineJudge(JudgeResource):
-    """Rules over content words (see offline_judge); fuses by keeping the more informative text."""
+    """The shipped pair model (mem_assets/dedup/judge_model.py), precision first; fuses by keeping
+    the more informative text."""
 
     @property
     def fingerprint(self) -> str:
-        return "offline-v1"
+        from mem_assets.dedup import judge_model
+
+        return f"offline-model:{judge_model.load().fingerprint}"
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
-        judgments = [Judgment(*offline_judge.judge(a, b)) for a, b in pairs]
+        from mem_assets.dedup import judge_model
+
+        decided = judge_model.predict(list(pairs))
+        judgments = [Judgment(label, f"judge model: P({label}) = {p:.2f}") for label, p in decided]
         return judgments, ChatUsage(calls=len(pairs))
 
     def fuse(self, texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:

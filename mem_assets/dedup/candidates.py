@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from mem_resources.embedder import EmbedderResource, HashingEmbedder
+from mem_resources.embedder import EmbedderResource, HashingEmbedder, WordLlamaEmbedder
 
 PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 
@@ -21,11 +21,16 @@ PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 #: "is single" scores 0.25), so it gets the highest 0.05 step that keeps every clear-cut
 #: redundant/contradictory pair of tests/data/labeled_pairs.jsonl; bench/dedup_bench.py prints
 #: that calibration. top_k bounds the judge's work either way.
+#: WordLlama: chosen on data/judge/train.jsonl only, the highest 0.05 step keeping >= 98% of the
+#: redundant and >= 94% of the contradictory training pairs as candidates (docs/dedup.md).
 NEURAL_THRESHOLD = 0.8
 HASHING_THRESHOLD = 0.2
+WORDLLAMA_THRESHOLD = 0.35
 
 
 def default_threshold(embedder: EmbedderResource) -> float:
+    if isinstance(embedder, WordLlamaEmbedder):
+        return WORDLLAMA_THRESHOLD
     return HASHING_THRESHOLD if isinstance(embedder, HashingEmbedder) else NEURAL_THRESHOLD
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -19,6 +20,10 @@ from functools import lru_cache
 import jieba
 import jieba.posseg
 import numpy as np
+
+from mem_resources.embedder import hashing_embed
+
+Embed = Callable[[Sequence[str]], np.ndarray]
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -69,6 +74,12 @@ _ANTONYMS = [
     ({"afraid", "scared", "terrify", "terrified", "fear", "怕", "害怕"},
      {"enjoy", "enjoys", "bother", "love", "喜欢"}),
 ]
+_PEOPLE = frozenset(
+    "wife husband spouse partner sister brother mother mom mum father dad parent son daughter kid child "
+    "children friend boss manager colleague coworker neighbor neighbour girlfriend boyfriend grandmother "
+    "grandma grandfather grandpa cousin uncle aunt niece nephew teacher student roommate family fam "
+    "妻子 老婆 丈夫 老公 姐姐 妹妹 哥哥 弟弟 妈妈 母亲 爸爸 父亲 儿子 女儿 孩子 朋友 同事 老板 邻居 男朋友 女朋友 "
+    "奶奶 爷爷 外婆 外公 表哥 表姐 父母 爸妈 室友 同学 老师 上司 家人".split())
 _EN_NUMBERS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen twenty".split())}
@@ -223,17 +234,39 @@ FEATURE_NAMES: tuple[str, ...] = (
     "pure_insertion", "same_tokens", "num_both", "num_conflict", "num_same", "num_only_one",
     "time_both", "time_conflict", "neg_a", "neg_b", "neg_diff", "change_b", "change_a",
     "antonym", "len_ratio", "len_min", "zh", "mixed", "subject_same", "subject_differs",
-    "sem_x_jaccard", "neg_diff_x_overlap",
+    "people_diff", "soft_contain_a", "soft_contain_b", "soft_contain_min", "unaligned_a",
+    "unaligned_b", "diff_cos", "sem_x_jaccard", "neg_diff_x_overlap",
 )
 
 
-def pair_features(a: str, b: str, sem_cos: float, lex_cos: float) -> np.ndarray:
-    """The feature vector (FEATURE_NAMES order) of an older text ``a`` and a newer text ``b``,
-    given their semantic and lexical (hashing) cosines."""
+def _soft_alignment(x: Sequence[str], y: Sequence[str], vectors: dict[str, np.ndarray]
+                    ) -> tuple[float, float, int, int]:
+    """Mean best word-to-word cosine each way, and how many words find no partner (< 0.6):
+    "allergic" finds "allergy", "hikes" finds "hiking"; a new value finds nothing."""
+    if not x or not y:
+        return 0.0, 0.0, len(x), len(y)
+    sims = np.stack([vectors[w] for w in x]) @ np.stack([vectors[w] for w in y]).T
+    best_x, best_y = sims.max(axis=1), sims.max(axis=0)
+    return float(best_x.mean()), float(best_y.mean()), int((best_x < 0.6).sum()), int((best_y < 0.6).sum())
+
+
+def pair_features(a: str, b: str, embed: Embed) -> np.ndarray:
+    """The feature vector (FEATURE_NAMES order) of an older text ``a`` and a newer text ``b``;
+    ``embed`` gives unit vectors for texts and single words (the semantic embedder)."""
     pa, pb = parse(a), parse(b)
     ta, tb = set(pa.tokens), set(pb.tokens)
     shared = ta & tb
     only_a, only_b = ta - tb, tb - ta
+    words = sorted(ta | tb)
+    diff_a, diff_b = " ".join(sorted(only_a)), " ".join(sorted(only_b))
+    texts = [a, b, *([diff_a, diff_b] if only_a and only_b else [])]
+    vectors = embed([*texts, *words])
+    sem_cos = float(vectors[0] @ vectors[1])
+    diff_cos = float(vectors[2] @ vectors[3]) if only_a and only_b else 0.0
+    by_word = dict(zip(words, vectors[len(texts):], strict=True))
+    lex = hashing_embed([a, b], 384)
+    lex_cos = float(lex[0] @ lex[1])
+    soft_a, soft_b, unaligned_a, unaligned_b = _soft_alignment(pa.tokens, pb.tokens, by_word)
     contain_a = len(shared) / len(ta) if ta else 0.0
     contain_b = len(shared) / len(tb) if tb else 0.0
     ops = [op for op in SequenceMatcher(None, pa.tokens, pb.tokens, autojunk=False).get_opcodes()
@@ -249,10 +282,11 @@ def pair_features(a: str, b: str, sem_cos: float, lex_cos: float) -> np.ndarray:
     jaccard = _jaccard(ta, tb)
     neg_diff = float((pa.negations > 0) != (pb.negations > 0))
     la, lb = max(1, len(pa.tokens)), max(1, len(pb.tokens))
+    people = sum(1 for w in only_a | only_b if w in _PEOPLE or any(p in w for p in _PEOPLE if _CJK.match(p)))
     return np.array([
         sem_cos, lex_cos, jaccard, min(contain_a, contain_b), max(contain_a, contain_b),
         _jaccard(ca, cb), _jaccard(ca2, cb2), char_contain, len(only_a), len(only_b), len(ops),
-        span_a, span_b, float(bool(ops) and kinds <= {"insert"} or kinds <= {"delete"} and bool(ops)),
+        span_a, span_b, float(bool(ops) and (kinds <= {"insert"} or kinds <= {"delete"})),
         float(ta == tb), float(num_both), float(num_both and pa.numbers != pb.numbers),
         float(num_both and pa.numbers == pb.numbers), float(bool(pa.numbers) != bool(pb.numbers)),
         float(time_both), float(time_both and not (pa.times & pb.times)),
@@ -261,7 +295,8 @@ def pair_features(a: str, b: str, sem_cos: float, lex_cos: float) -> np.ndarray:
         float(pa.zh and pb.zh), float(pa.zh != pb.zh),
         float(bool(pa.subject) and pa.subject == pb.subject),
         float(bool(pa.subject) and bool(pb.subject) and pa.subject != pb.subject),
-        sem_cos * jaccard, neg_diff * max(contain_a, contain_b),
+        float(people), soft_a, soft_b, min(soft_a, soft_b), float(unaligned_a), float(unaligned_b),
+        diff_cos, sem_cos * jaccard, neg_diff * max(contain_a, contain_b),
     ], dtype=np.float64)
 
 
