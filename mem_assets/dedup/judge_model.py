@@ -23,6 +23,7 @@ import numpy as np
 
 from mem_assets.dedup.pair_features import FEATURE_NAMES, Embed, pair_features
 from mem_resources.embedder import wordllama_embed
+from mem_resources.memory_model import normalize_text
 
 Label = Literal["redundant", "contradictory", "independent"]
 MODEL_DIR = Path(__file__).parent / "models"
@@ -125,8 +126,13 @@ def feature_matrix(pairs: Sequence[tuple[str, str]], embed: Embed | None = None)
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
             ) -> list[tuple[Label, float]]:
-    """Label (older, newer) text pairs with the shipped model; returns (label, probability)."""
+    """Label (older, newer) text pairs with the shipped model; returns (label, probability).
+    Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright."""
     model = model or load()
-    if not pairs:
-        return []
-    return model.decide(model.probabilities(feature_matrix(pairs)))
+    decided: list[tuple[Label, float] | None] = [
+        ("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
+    rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
+    if rest:
+        judged = iter(model.decide(model.probabilities(feature_matrix(rest))))
+        decided = [known or next(judged) for known in decided]
+    return decided  # type: ignore[return-value]
