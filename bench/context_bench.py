@@ -26,9 +26,9 @@ from pathlib import Path
 from measure import PeakRss, drop_bench_tenant
 
 from mem_assets.context_graph import schema_doc
-from mem_assets.context_graph.ingest import ingest_context
-from mem_assets.ingest.ingest import ingest_tenant
-from mem_resources.context_model import ContextConfig, TenantContext
+from mem_assets.context_graph.loading import ingest_context
+from mem_assets.context_graph.records import ContextConfig, TenantContext
+from mem_assets.ingest.loading import ingest_tenant
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.local_neo4j import ensure_neo4j_uri

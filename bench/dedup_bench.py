@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments  # noqa: E402
 from mem_assets.dedup.candidates import HASHING_THRESHOLD  # noqa: E402
+from mem_assets.dedup.judges import OfflineJudge  # noqa: E402
+from mem_assets.dedup.offline_judge import judge  # noqa: E402
 from mem_resources.embedder import HashingEmbedder, hashing_embed  # noqa: E402
-from mem_resources.judges import OfflineJudge  # noqa: E402
 from mem_resources.local_neo4j import ensure_neo4j_uri  # noqa: E402
 from mem_resources.memory_model import payload_hash  # noqa: E402
 from mem_resources.neo4j_resource import Neo4jResource  # noqa: E402
-from mem_resources.offline_judge import judge  # noqa: E402
 
 TENANT = "bench_dedup"
 LABELS = ("redundant", "contradictory", "independent")

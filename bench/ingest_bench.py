@@ -20,18 +20,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-
 from measure import PeakRss, drop_bench_tenant
 
-from mem_assets.ingest.ingest import ingest_tenant
-from mem_assets.ingest.nodes import build_nodes, plan
-from mem_assets.ingest.parsing import MemoryItemIn
+from mem_assets.ingest.loading import ingest_tenant
+from mem_resources import memory_queries
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.graph import memories
 from mem_resources.inbox import InboxResource
 from mem_resources.local_neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import utc_now
+from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.parsing import MemoryItemIn
 
 SUBJECTS = ["The user", "The user's sister", "The user's manager", "The user's dog", "用户", "用户的朋友"]
 VERBS = ["likes", "visited", "plans to buy", "is learning", "mentioned", "喜欢", "去过", "正在学习"]
@@ -61,7 +60,7 @@ def raw_write_seconds(neo4j: Neo4jResource, path: Path, tenant: str, batch_size:
     def flush() -> float:
         planned = plan(tenant, batch)
         nodes = build_nodes(tenant, planned, embedder.embed([p.item.memory for p in planned]), utc_now())
-        rows = memories.wire_rows(nodes)
+        rows = memory_queries.wire_rows(nodes)
         with neo4j.session() as session:
             start = time.perf_counter()
             session.execute_write(lambda tx: tx.run(

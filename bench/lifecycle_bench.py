@@ -26,12 +26,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-
 from measure import PeakRss
 
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_resources.local_neo4j import ensure_neo4j_uri
-from mem_resources.memory_model import MemoryItem, MemoryMetadata, memory_id, payload_hash
+from mem_resources.memory_model import (
+    MemoryItem,
+    MemoryMetadata,
+    memory_id,
+    payload_hash,
+)
 from mem_resources.neo4j_resource import Neo4jResource
 
 WRITE_BATCH = 1000

@@ -22,16 +22,21 @@ import random
 import time
 
 import numpy as np
-
 from measure import PeakRss
 
 from mem_assets.reorg.clustering import ClusteringParams, cluster_table
 from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
+from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.local_neo4j import ensure_neo4j_uri
-from mem_resources.memory_model import MemoryItem, MemoryMetadata, memory_id, payload_hash, utc_now
+from mem_resources.memory_model import (
+    MemoryItem,
+    MemoryMetadata,
+    memory_id,
+    payload_hash,
+    utc_now,
+)
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import ExtractiveSummarizer
 
 SUBJECTS = ["I", "My sister", "My manager", "Our team", "My neighbour", "我", "我的朋友", "我们公司", "我妈妈"]
 ACTIVITIES = {

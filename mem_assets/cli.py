@@ -1,66 +1,159 @@
-"""``memtend`` command line: run the pipeline for tenants and look at what it left in the graph."""
+"""``memtend``: run the pipeline for tenants, look at the graph, manage tenants and the schema."""
 
 from __future__ import annotations
 
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Annotated, Any
+
 import dagster as dg
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mem_assets.definitions import defs, tend_memory_job
-from mem_assets.partitions import tenant_partitions
-from mem_resources.graph import memories
-from mem_resources.inbox import InboxResource
+from mem_assets.context_graph.cli import app as schema_app
+from mem_assets.lifecycle.cli import app as lifecycle_app
+from mem_resources import memory_queries
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.partitions import tenant_partitions
+from mem_resources.settings import load_settings
+
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Tend an AI agent's long-term memory graph in Neo4j.")
+app.add_typer(lifecycle_app)
+app.add_typer(schema_app, name="schema")
+
+#: One summary line per domain: its stages, and the metadata shown for each (absent keys skipped).
+SUMMARY: dict[str, dict[str, tuple[str, ...]]] = {
+    "ingest": {"memory_items": ("accepted", "rejected", "new"),
+               "context_graph": ("new_memories", "claims")},
+    "dedup": {"dedup_candidates": ("pairs",),
+              "relation_judgments": ("redundant", "contradictory", "judge_calls"),
+              "merged_nodes": ("merges", "supersedes")},
+    "reorg": {"reorg_candidates": ("candidates",), "memory_clusters": ("topics",),
+              "summary_parents": ("parents_created",)},
+    "schema": {"graph_schema": ("node_types", "nodes", "breaking_differences")},
+}
+QUIET_LOGGING = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def _resource(key: str) -> object:
-    return defs.resources[key]
+@dataclass(frozen=True)
+class SummaryLine:
+    domain: str
+    seconds: float
+    counts: dict[str, Any]
+
+    def render(self) -> str:
+        counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.counts.items()) or "nothing new"
+        return f"  {self.domain:<7}{self.seconds:>6.1f} s  {counts}"
+
+
+def summary_lines(instance: dg.DagsterInstance,
+                  result: dg.ExecuteInProcessResult) -> list[SummaryLine]:
+    """One line per domain that ran: wall time of its steps and the headline counts."""
+    seconds = {stats.step_key: (stats.end_time or 0.0) - (stats.start_time or 0.0)
+               for stats in instance.get_run_step_stats(result.run_id)}
+    metadata = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        metadata[materialization.asset_key.to_user_string()] = materialization.metadata
+    lines = []
+    for domain, stages in SUMMARY.items():
+        ran = [stage for stage in stages if stage in metadata]
+        if not ran:
+            continue
+        counts = {key: metadata[stage][key].value for stage in ran for key in stages[stage]
+                  if key in metadata[stage] and metadata[stage][key].value}
+        lines.append(SummaryLine(domain, sum(seconds.get(stage, 0.0) for stage in ran), counts))
+    return lines
+
+
+def _known_or_exit(instance: dg.DagsterInstance, tenants: list[str], inbox_tenants: list[str],
+                   create: bool) -> None:
+    """A typo must not create a partition: unknown tenants need an inbox folder or ``--create``."""
+    known = set(instance.get_dynamic_partitions(tenant_partitions.name)) | set(inbox_tenants)
+    unknown = [t for t in tenants if t not in known]
+    if unknown and not create:
+        typer.secho(f"error: unknown tenant(s) {', '.join(unknown)}: no inbox folder and no "
+                    "partition. Check the name, or pass --create to register them.",
+                    fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
 
 
 @app.command()
-def tend(tenants: list[str] = typer.Argument(None, help="Tenants to run; default: every inbox tenant.")) -> None:
-    """Register tenants as partitions and run the main job for each, recorded in $DAGSTER_HOME."""
-    inbox = _resource("inbox")
-    assert isinstance(inbox, InboxResource)
-    chosen = tenants or inbox.tenants()
+def tend(
+    tenants: Annotated[list[str] | None, typer.Argument(help="Tenants to run; default: every inbox tenant.")] = None,
+    create: Annotated[bool, typer.Option(help="Register tenants that have no inbox folder yet.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print Dagster's full event log.")] = False,
+) -> None:
+    """Run the main job (ingest, dedup, reorganize, schema check) for each tenant, recorded in
+    $DAGSTER_HOME so the UI shows the runs."""
+    from mem_assets.definitions import defs, settings, tend_memory_job
+
+    inbox = defs.resources["inbox"]
+    inbox_tenants = inbox.tenants()
+    chosen = tenants or inbox_tenants
     if not chosen:
-        typer.echo(f"No tenant folders in {inbox.root}.", err=True)
+        typer.secho(f"No tenant folders in {inbox.root}.", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
     instance = dg.DagsterInstance.get()
+    _known_or_exit(instance, chosen, inbox_tenants, create)
     missing = [t for t in chosen if not instance.has_dynamic_partition(tenant_partitions.name, t)]
     if missing:
         instance.add_dynamic_partitions(tenant_partitions.name, missing)
     job = defs.resolve_job_def(tend_memory_job.name)
-    failed = []
-    for tenant in chosen:
-        result = job.execute_in_process(partition_key=tenant, instance=instance, raise_on_error=False)
-        typer.echo(f"{tenant}: run {result.run_id} {'succeeded' if result.success else 'FAILED'}")
-        if not result.success:
-            failed.append(tenant)
-    for tenant in chosen:
-        inspect(tenant)
-    typer.echo("\nSee the runs, lineage and per-tenant metadata in the Dagster UI: `make ui`, then "
-               "http://127.0.0.1:3000 (Assets). Quarantined lines: " + inbox.quarantine_dir)
+    console = Console(stderr=True)
+    failed: list[str] = []
+    reports: list[tuple[str, dg.ExecuteInProcessResult, float]] = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True, disable=verbose) as progress:
+        task = progress.add_task("tending", total=len(chosen))
+        for tenant in chosen:
+            progress.update(task, description=f"tending {tenant}")
+            start = time.monotonic()
+            result = job.execute_in_process(partition_key=tenant, instance=instance,
+                                            raise_on_error=False,
+                                            run_config=None if verbose else QUIET_LOGGING)
+            reports.append((tenant, result, time.monotonic() - start))
+            if not result.success:
+                failed.append(tenant)
+            progress.advance(task)
+    for tenant, result, seconds in reports:
+        status = "ok" if result.success else "FAILED"
+        typer.echo(f"{tenant}: {status} in {seconds:.1f} s (run {result.run_id[:8]})")
+        for line in summary_lines(instance, result):
+            typer.echo(line.render())
+    typer.echo(f"\nDetails per run and stage: `make ui`, then http://127.0.0.1:3000/runs ; "
+               f"graph counts: `memtend inspect TENANT` ; quarantined lines: {settings.quarantine}/")
     if failed:
+        typer.secho(f"failed: {', '.join(failed)} (rerun with --verbose for the event log)",
+                    fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
 
 
 @app.command()
 def inspect(tenant: str) -> None:
     """Print a tenant's memory counts by memory type, kind and status, and its edge counts."""
-    neo4j = _resource("neo4j")
-    assert isinstance(neo4j, Neo4jResource)
-    with neo4j.session() as session:
-        counts = session.execute_read(memories.count_by_type_and_status, tenant)
-        edges = session.execute_read(memories.relationship_counts, tenant)
-    typer.echo(f"\n{tenant} ({neo4j.uri}):")
+    neo4j = Neo4jResource.from_settings(load_settings())
+    try:
+        with neo4j.session() as session:
+            counts = session.execute_read(memory_queries.count_by_type_and_status, tenant)
+            edges = session.execute_read(memory_queries.relationship_counts, tenant)
+    finally:
+        neo4j.close()
+    if not counts:
+        typer.secho(f"error: no memories for tenant {tenant!r} in {neo4j.uri}", fg=typer.colors.RED,
+                    err=True)
+        raise typer.Exit(2)
+    typer.echo(f"{tenant} ({neo4j.uri}):")
     for (memory_type, kind, status), n in sorted(counts.items()):
         typer.echo(f"  {memory_type:<16} {kind:<11} {status:<10} {n:>7}")
     typer.echo("  edges touching memories: "
                + ", ".join(f"{name} {n}" for name, n in sorted(edges.items())))
-    neo4j.close()
 
 
 if __name__ == "__main__":

@@ -1,75 +1,81 @@
-"""Resources chosen from the environment: offline defaults, OpenAI-compatible when asked."""
+"""Resources built from the one ``Settings``: offline defaults, OpenAI-compatible when asked.
 
-import os
+Secrets (Neo4j password, API key) are handed to Dagster as ``EnvVar``s so they never show in the
+UI or in run config; everything else is a plain value read once by ``Settings``.
+"""
+
+from __future__ import annotations
+
 from typing import Any
 
 import dagster as dg
 
-from mem_resources.backup_storage import BackupStorage, backup_dir_from_env
+from mem_assets.context_graph.resources import ContextProfiles
+from mem_assets.dedup.judges import JudgeResource, OfflineJudge, OpenAIJudge
+from mem_assets.lifecycle.storage import BackupStorage
+from mem_assets.reorg.summarizers import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    SummarizerResource,
+)
 from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
 from mem_resources.inbox import InboxResource
-from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
-from mem_resources.local_neo4j import LocalNeo4jSettings
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, SummarizerResource
+from mem_resources.settings import Settings
 
 
-def uses_openai(kind: str) -> bool:
-    """``MEMTEND_EMBEDDER`` / ``MEMTEND_LLM`` = ``openai`` switches a provider from offline."""
-    return os.environ.get(f"MEMTEND_{kind}", "offline").lower() == "openai"
+def _secret(env_name: str, present: bool) -> str | dg.EnvVar:
+    return dg.EnvVar(env_name) if present else ""
 
 
-def embedding_dimension() -> int:
-    return int(os.environ.get("MEMTEND_EMBEDDING_DIM", "384"))
+def build_neo4j(settings: Settings) -> Neo4jResource:
+    """Like ``Neo4jResource.from_settings``, with the password as an ``EnvVar``."""
+    resource = Neo4jResource.from_settings(settings)
+    password = _secret("NEO4J_PASSWORD", bool(settings.neo4j_password.get_secret_value()))
+    return Neo4jResource(uri=resource.uri, user=resource.user, password=password,
+                         database=resource.database, embedding_dimension=resource.embedding_dimension)
 
 
-def build_embedder() -> EmbedderResource:
-    if uses_openai("EMBEDDER"):
+def build_embedder(settings: Settings) -> EmbedderResource:
+    if settings.embedder == "openai":
         return OpenAIEmbedder(
-            dimension=embedding_dimension(),
-            model=os.environ.get("MEMTEND_EMBEDDING_MODEL", "text-embedding-3-small"),
-            base_url=os.environ.get("OPENAI_BASE_URL"),
-            api_key=dg.EnvVar("OPENAI_API_KEY"),
+            dimension=settings.embedding_dim,
+            model=settings.embedding_model,
+            base_url=settings.openai_base_url,
+            api_key=_secret("OPENAI_API_KEY", settings.openai_api_key is not None) or "not-needed",
         )
-    return HashingEmbedder(dimension=embedding_dimension())
+    return HashingEmbedder(dimension=settings.embedding_dim)
 
 
-def build_chat() -> OpenAIChatResource:
+def build_chat(settings: Settings) -> OpenAIChatResource:
     return OpenAIChatResource(
-        model=os.environ.get("MEMTEND_LLM_MODEL", "gpt-4o-mini"),
-        base_url=os.environ.get("OPENAI_BASE_URL"),
-        api_key=dg.EnvVar("OPENAI_API_KEY") if "OPENAI_API_KEY" in os.environ else "not-needed",
+        model=settings.llm_model,
+        base_url=settings.openai_base_url,
+        api_key=_secret("OPENAI_API_KEY", settings.openai_api_key is not None) or "not-needed",
     )
 
 
-def build_judge() -> JudgeResource:
-    if uses_openai("LLM"):
-        return OpenAIJudge(chat=build_chat(),
-                           max_concurrency=int(os.environ.get("MEMTEND_JUDGE_CONCURRENCY", "4")))
+def build_judge(settings: Settings) -> JudgeResource:
+    if settings.llm == "openai":
+        return OpenAIJudge(chat=build_chat(settings), max_concurrency=settings.judge_concurrency)
     return OfflineJudge()
 
 
-def build_summarizer() -> SummarizerResource:
-    """Topic summaries by the chat model when ``MEMTEND_LLM=openai``, else extractive (offline)."""
-    return LLMSummarizer(chat=build_chat()) if uses_openai("LLM") else ExtractiveSummarizer()
+def build_summarizer(settings: Settings) -> SummarizerResource:
+    """Topic summaries by the chat model with ``MEMTEND_LLM=openai``, else extractive (offline)."""
+    if settings.llm == "openai":
+        return LLMSummarizer(chat=build_chat(settings))
+    return ExtractiveSummarizer()
 
 
-def build_resources() -> dict[str, Any]:
+def build_resources(settings: Settings) -> dict[str, Any]:
     return {
-        "neo4j": Neo4jResource(
-            uri=os.environ.get("NEO4J_URI") or LocalNeo4jSettings.from_env().uri,
-            user=os.environ.get("NEO4J_USER", ""),
-            password=dg.EnvVar("NEO4J_PASSWORD") if "NEO4J_PASSWORD" in os.environ else "",
-            database=os.environ.get("NEO4J_DATABASE", "neo4j"),
-            embedding_dimension=embedding_dimension(),
-        ),
-        "embedder": build_embedder(),
-        "judge": build_judge(),
-        "inbox": InboxResource(
-            root=os.environ.get("MEMTEND_INBOX", "data/inbox"),
-            quarantine_dir=os.environ.get("MEMTEND_QUARANTINE", "data/quarantine"),
-        ),
-        "summarizer": build_summarizer(),
-        "backups": BackupStorage(root=backup_dir_from_env()),
+        "neo4j": build_neo4j(settings),
+        "embedder": build_embedder(settings),
+        "judge": build_judge(settings),
+        "inbox": InboxResource(root=settings.inbox, quarantine_dir=settings.quarantine),
+        "summarizer": build_summarizer(settings),
+        "backups": BackupStorage(root=settings.backup_dir),
+        "context_profiles": ContextProfiles(config_file=settings.context_config or ""),
     }

@@ -2,36 +2,29 @@
 
 from __future__ import annotations
 
-import logging
-import re
-import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
 
-import jieba
 import numpy as np
 from dagster import ConfigurableResource
 from openai import OpenAI
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer
 
-jieba.setLogLevel(logging.WARNING)
+from mem_resources.text import chinese_words, is_chinese, tokens
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _CJK_STOP = frozenset("的了是在和也就都而及与或着吧呢吗啊")
 
 
 def _features(text: str) -> list[str]:
     """Word unigrams and bigrams; for Chinese, jieba words plus character uni- and bigrams."""
-    text = unicodedata.normalize("NFKC", text).lower()
     features: list[str] = []
     words: list[str] = []
-    for token in _TOKEN.findall(text):
-        if _CJK.match(token):
+    for token in tokens(text):
+        if is_chinese(token):
             features.extend(f"c:{ch}" for ch in token if ch not in _CJK_STOP)
             features.extend(f"b:{token[i:i + 2]}" for i in range(len(token) - 1))
-            words.extend(w for w in jieba.lcut(token) if w not in _CJK_STOP)
+            words.extend(w for w in chinese_words(token) if w not in _CJK_STOP)
         elif token not in ENGLISH_STOP_WORDS:
             words.append(token)
             if len(token) > 4:

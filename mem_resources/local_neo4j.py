@@ -4,7 +4,7 @@ The server jars come from Maven Central (``neo4j_server/pom.xml``); a one-file J
 (``neo4j_server/LocalNeo4j.java``) runs the embedded DBMS with Bolt on 127.0.0.1.
 State (data, logs, pid, resolved classpath) lives in ``$MEMTEND_NEO4J_HOME`` (default
 ``.neo4j/`` in the project root, git-ignored). When ``NEO4J_URI`` is set, that server is
-used and nothing is started.
+used and nothing is started. Settings come from ``mem_resources.settings``.
 
     python -m mem_resources.local_neo4j up|down|status
 """
@@ -25,6 +25,8 @@ from pathlib import Path
 import typer
 from neo4j import GraphDatabase
 from neo4j.exceptions import ServiceUnavailable
+
+from mem_resources.settings import Settings, load_settings
 
 SERVER_DIR = Path(__file__).parent / "neo4j_server"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -48,13 +50,13 @@ class LocalNeo4jSettings:
     start_timeout_s: float
 
     @classmethod
-    def from_env(cls) -> LocalNeo4jSettings:
+    def from_settings(cls, settings: Settings) -> LocalNeo4jSettings:
         return cls(
-            home=Path(os.environ.get("MEMTEND_NEO4J_HOME", PROJECT_ROOT / ".neo4j")).resolve(),
-            port=int(os.environ.get("MEMTEND_NEO4J_PORT", "7687")),
-            heap=os.environ.get("MEMTEND_NEO4J_HEAP", "1g"),
-            pagecache=os.environ.get("MEMTEND_NEO4J_PAGECACHE", "256m"),
-            start_timeout_s=float(os.environ.get("MEMTEND_NEO4J_START_TIMEOUT", "180")),
+            home=settings.local_neo4j_home.resolve(),
+            port=settings.local_neo4j_port,
+            heap=settings.local_neo4j_heap,
+            pagecache=settings.local_neo4j_pagecache,
+            start_timeout_s=settings.local_neo4j_start_timeout_s,
         )
 
     @property
@@ -155,9 +157,8 @@ def _port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def up(settings: LocalNeo4jSettings | None = None) -> str:
+def up(settings: LocalNeo4jSettings) -> str:
     """Start the server, or reuse the one already running; return its Bolt URI once it answers."""
-    settings = settings or LocalNeo4jSettings.from_env()
     pid = _read_pid(settings)
     if pid is not None and bolt_answers(settings.uri):
         return settings.uri
@@ -196,9 +197,8 @@ def up(settings: LocalNeo4jSettings | None = None) -> str:
                           f"{settings.start_timeout_s:.0f}s; see {settings.log_file}")
 
 
-def down(settings: LocalNeo4jSettings | None = None, timeout_s: float = 60.0) -> bool:
+def down(settings: LocalNeo4jSettings, timeout_s: float = 60.0) -> bool:
     """Stop the server cleanly (SIGTERM runs the DBMS shutdown hook); True if one was running."""
-    settings = settings or LocalNeo4jSettings.from_env()
     pid = _read_pid(settings)
     if pid is None:
         settings.pid_file.unlink(missing_ok=True)
@@ -217,9 +217,9 @@ def down(settings: LocalNeo4jSettings | None = None, timeout_s: float = 60.0) ->
     return True
 
 
-def ensure_neo4j_uri() -> str:
+def ensure_neo4j_uri(settings: Settings) -> str:
     """The URI to use: ``NEO4J_URI`` when set (nothing is started), else the local server's."""
-    return os.environ.get("NEO4J_URI") or up()
+    return settings.neo4j_uri or up(LocalNeo4jSettings.from_settings(settings))
 
 
 cli = typer.Typer(add_completion=False, help="Manage the project's local Neo4j server.")
@@ -228,11 +228,12 @@ cli = typer.Typer(add_completion=False, help="Manage the project's local Neo4j s
 @cli.command("up")
 def up_command() -> None:
     """Start (or reuse) the local server and print its Bolt URI."""
-    if os.environ.get("NEO4J_URI"):
-        typer.echo(f"NEO4J_URI is set ({os.environ['NEO4J_URI']}); not starting a local server.")
+    settings = load_settings()
+    if settings.neo4j_uri:
+        typer.echo(f"NEO4J_URI is set ({settings.neo4j_uri}); not starting a local server.")
         return
     try:
-        typer.echo(up())
+        typer.echo(up(LocalNeo4jSettings.from_settings(settings)))
     except LocalNeo4jError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -241,13 +242,13 @@ def up_command() -> None:
 @cli.command("down")
 def down_command() -> None:
     """Stop the local server."""
-    typer.echo("stopped" if down() else "not running")
+    typer.echo("stopped" if down(LocalNeo4jSettings.from_settings(load_settings())) else "not running")
 
 
 @cli.command("status")
 def status_command() -> None:
     """Say whether the local server runs and answers."""
-    settings = LocalNeo4jSettings.from_env()
+    settings = LocalNeo4jSettings.from_settings(load_settings())
     pid = _read_pid(settings)
     answering = bolt_answers(settings.uri)
     typer.echo(f"pid={pid} uri={settings.uri} answering={answering}")

@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MEMORY_LABELS = ("Node", "MemoryItem")
 ID_PREFIX = "mem:"
 
 

@@ -7,14 +7,19 @@ from contextlib import contextmanager
 from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext
-from neo4j import Driver, GraphDatabase, Session
+from neo4j import Driver, GraphDatabase, NotificationDisabledClassification, Session
 from pydantic import PrivateAttr
 
-from mem_resources.graph import schema
+from mem_resources import schema
+from mem_resources.local_neo4j import LocalNeo4jSettings, up
+from mem_resources.settings import Settings
 
 
 class Neo4jResource(ConfigurableResource):
-    """Bolt connection to the memory graph. Empty ``user`` means no authentication."""
+    """Bolt connection to the memory graph. Empty ``user`` means no authentication.
+
+    "Unrecognized" notifications (a property key or label no node has yet, normal on a young
+    graph) are switched off at the driver; warnings that point at real problems still log."""
 
     uri: str
     user: str = ""
@@ -23,6 +28,19 @@ class Neo4jResource(ConfigurableResource):
     embedding_dimension: int = 384
 
     _driver: Driver | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, start_local: bool = False) -> Neo4jResource:
+        """The graph at ``NEO4J_URI``, else the local server (started first when ``start_local``).
+        Definitions pass the password as an ``EnvVar`` instead, so the UI never shows it."""
+        local = LocalNeo4jSettings.from_settings(settings)
+        return cls(
+            uri=settings.neo4j_uri or (up(local) if start_local else local.uri),
+            user=settings.neo4j_user,
+            password=settings.neo4j_password.get_secret_value(),
+            database=settings.neo4j_database,
+            embedding_dimension=settings.embedding_dim,
+        )
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._driver = None
@@ -36,7 +54,10 @@ class Neo4jResource(ConfigurableResource):
         that no query ever runs against a graph without its constraints and indexes."""
         if self._driver is None:
             auth = (self.user, self.password) if self.user else None
-            driver = GraphDatabase.driver(self.uri, auth=auth)
+            driver = GraphDatabase.driver(
+                self.uri, auth=auth,
+                notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
+            )
             try:
                 with driver.session(database=self.database) as session:
                     schema.ensure(session, self.embedding_dimension)

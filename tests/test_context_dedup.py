@@ -1,23 +1,23 @@
 """One graph: when dedup merges memories, their context edges move to the merged node.
 
-Written against ``mem_resources.graph.dedup.create_merged`` (the dedup issue's merge transaction:
-create the merged node, move every non-lineage edge of the sources onto it, archive the sources
-with MERGED_TO); it runs once that module is on the branch.
+Exercises ``mem_assets.dedup.queries.create_merged``: create the merged node, move every
+non-lineage edge of the sources onto it, archive the sources with MERGED_TO.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from mem_assets.context_graph import schema_doc
-from mem_assets.context_graph.ingest import ContextIngestReport, ParsedRecord, write_batch
-from mem_resources.context_model import ContextRecord, TenantContext
+from mem_assets.context_graph.loading import (
+    ContextIngestReport,
+    ParsedRecord,
+    write_batch,
+)
+from mem_assets.context_graph.records import ContextRecord, TenantContext
+from mem_assets.dedup import queries as dedup
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.memory_model import memory_id
-
-dedup = pytest.importorskip("mem_resources.graph.dedup")
 
 T0 = datetime(2026, 2, 27, 12, 0, tzinfo=UTC)
 PROFILE = TenantContext(user_id="xnne", agent_id="congyin", scene="chill_ai_chat")

@@ -8,28 +8,35 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from mem_assets.context_graph.assets import context_graph
-from mem_assets.context_graph.ingest import ContextIngestReport, ParsedRecord, write_batch
-from mem_assets.context_graph.sensors import context_inbox_sensor
-from mem_resources.context_model import ContextRecord, TenantContext, context_memory_id
+from mem_assets.context_graph.loading import (
+    ContextIngestReport,
+    ParsedRecord,
+    write_batch,
+)
+from mem_assets.context_graph.records import (
+    ContextRecord,
+    TenantContext,
+    context_memory_id,
+)
+from mem_assets.context_graph.sensors import build_context_inbox_sensor
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.memory_model import display_name
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.context_sample import context_run_config, load_sample
-from tests.support.pipeline import base_resources, materialize_partition, write_inbox_file
+from tests.support.pipeline import (
+    base_resources,
+    materialize_partition,
+    write_inbox_file,
+)
+
+context_inbox_sensor = build_context_inbox_sensor(dg.DefaultSensorStatus.RUNNING)
 
 T0 = datetime(2026, 2, 27, 12, 0, tzinfo=UTC)
 PROFILE = TenantContext(user_id="xnne", agent_id="congyin", scene="chill_ai_chat",
                         single_valued_predicates=["LIVES_IN"])
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 def _rows(neo4j: Neo4jResource, query: str, **params: object) -> list[dict]:

@@ -13,23 +13,25 @@ import pytest
 
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.dedup.checks import dedup_checks
-from mem_assets.dedup.sensors import dedup_sensor
+from mem_assets.dedup.judges import JudgeResource, OfflineJudge, OpenAIJudge
+from mem_assets.dedup.sensors import build_dedup_sensor
+from mem_resources import memory_queries
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.graph import memories
-from mem_resources.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
-from mem_resources.memory_model import MemoryItem, MemoryMetadata, SourceMessage, memory_id, payload_hash
+from mem_resources.memory_model import (
+    MemoryItem,
+    MemoryMetadata,
+    SourceMessage,
+    memory_id,
+    payload_hash,
+)
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.fake_openai import chat_answer, fake_openai_server
 
+dedup_sensor = build_dedup_sensor(dg.DefaultSensorStatus.RUNNING)
+
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 DEDUP = [dedup_candidates, relation_judgments, merged_nodes]
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 def write_items(neo4j: Neo4jResource, tenant: str, texts: list[str], memory_type: str = "LongTermMemory",
@@ -44,7 +46,7 @@ def write_items(neo4j: Neo4jResource, tenant: str, texts: list[str], memory_type
             user_name=tenant, memory_type=memory_type, created_at=at, updated_at=at, payload_hash=h,
             embedding=vector.tolist(), sources=[SourceMessage(role="user", content=text)])))
     with neo4j.session() as session:
-        session.execute_write(memories.write_memories, tenant, items)
+        session.execute_write(memory_queries.write_memories, tenant, items)
     return [item.id for item in items]
 
 

@@ -7,7 +7,7 @@ import dagster as dg
 import yaml
 
 from mem_assets.definitions import defs, tenant_pipeline
-from mem_assets.partitions import tenant_partitions
+from mem_resources.partitions import tenant_partitions
 
 ROOT = Path(__file__).resolve().parents[1]
 

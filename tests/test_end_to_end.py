@@ -6,17 +6,15 @@ import hashlib
 import shutil
 from pathlib import Path
 
-import dagster as dg
-import pytest
-
+from mem_assets.context_graph.resources import ContextProfiles
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
+from mem_assets.dedup.judges import OfflineJudge
 from mem_assets.definitions import tenant_pipeline
+from mem_assets.reorg import queries
+from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.graph import reorg as reorg_graph
 from mem_resources.inbox import InboxResource
-from mem_resources.judges import OfflineJudge
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import ExtractiveSummarizer
 from tests.support.pipeline import materialize_partition
 from tests.support.reorg_graph import write_memories
 
@@ -26,7 +24,8 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "inbox" / "al
 def _resources(neo4j: Neo4jResource, inbox: Path, quarantine: Path) -> dict:
     return {"neo4j": neo4j, "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
             "judge": OfflineJudge(), "summarizer": ExtractiveSummarizer(),
-            "inbox": InboxResource(root=str(inbox), quarantine_dir=str(quarantine))}
+            "inbox": InboxResource(root=str(inbox), quarantine_dir=str(quarantine)),
+            "context_profiles": ContextProfiles()}
 
 
 def _fingerprint(neo4j: Neo4jResource, tenant: str) -> tuple[int, int, str]:
@@ -40,12 +39,6 @@ def _fingerprint(neo4j: Neo4jResource, tenant: str) -> tuple[int, int, str]:
             "properties(r) AS p ORDER BY a, type, b", t=tenant).data()
     digest = hashlib.sha256(repr((nodes, edges)).encode()).hexdigest()
     return len(nodes), len(edges), digest
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 def test_sample_tenant_is_ingested_deduplicated_and_reorganized_and_a_rerun_changes_nothing(
@@ -63,7 +56,7 @@ def test_sample_tenant_is_ingested_deduplicated_and_reorganized_and_a_rerun_chan
         lineage = session.run(
             "MATCH (:MemoryItem {user_name: $t})-[r:MERGED_TO|SUPERSEDED_BY]->() "
             "RETURN type(r) AS type, count(*) AS n", t=tenant).data()
-        two_parents = reorg_graph.nodes_with_two_parents_at_one_level(session, tenant)
+        two_parents = session.execute_read(queries.nodes_with_two_parents_at_one_level, tenant)
     assert statuses.get("fact/archived", 0) > 0, statuses
     assert statuses.get("topic/activated", 0) >= 4, statuses
     assert {row["type"] for row in lineage} == {"MERGED_TO", "SUPERSEDED_BY"}
@@ -99,7 +92,7 @@ def test_merging_facts_under_two_topics_keeps_one_parent_and_never_touches_topic
             "MATCH (n:MemoryItem {user_name: $t}) OPTIONAL MATCH (p)-[:PARENT]->(n) "
             "RETURN n.id AS id, n.type AS type, n.status AS status, collect(p.id) AS parents",
             t=tenant).data()
-        two_parents = reorg_graph.nodes_with_two_parents_at_one_level(session, tenant)
+        two_parents = session.execute_read(queries.nodes_with_two_parents_at_one_level, tenant)
     by_id = {row["id"]: row for row in rows}
     assert by_id["topic:a"]["status"] == by_id["topic:b"]["status"] == "activated"
     assert by_id[fact_a]["status"] == by_id[fact_b]["status"] == "archived"

@@ -11,15 +11,9 @@ from typer.testing import CliRunner
 
 from mem_assets.context_graph import schema_doc
 from mem_assets.context_graph.assets import SCHEMA_CHECK, graph_schema
-from mem_assets.context_graph.schema_cli import app
+from mem_assets.context_graph.cli import app
 from tests.support.context_sample import load_sample
 from tests.support.pipeline import base_resources, materialize_partition
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 def _check(neo4j, instance, tmp_path, tenant) -> dg.AssetCheckEvaluation:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from mem_assets.ingest.sensors import inbox_sensor
+from mem_assets.ingest.sensors import build_inbox_sensor
+
+inbox_sensor = build_inbox_sensor(dg.DefaultSensorStatus.RUNNING)
 from mem_resources.inbox import InboxResource
 from tests.support.pipeline import write_inbox_file
 

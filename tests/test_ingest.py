@@ -9,21 +9,20 @@ import dagster as dg
 import pytest
 
 from mem_assets.ingest.assets import memory_items
-from mem_resources.graph import memories
+from mem_resources import memory_queries
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.pipeline import base_resources, materialize_partition, node_count, write_inbox_file
+from tests.support.pipeline import (
+    base_resources,
+    materialize_partition,
+    node_count,
+    write_inbox_file,
+)
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 
 
 def _item(text: str, minutes: int = 0, **extra: object) -> dict:
     return {"memory": text, "created_at": (T0 + timedelta(minutes=minutes)).isoformat(), **extra}
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 @pytest.fixture
@@ -63,7 +62,7 @@ def test_two_tenants_with_identical_texts_stay_isolated(neo4j, instance, paths, 
         ids_b = {r["id"] for r in session.run(
             "MATCH (m:MemoryItem {user_name: $t}) RETURN m.id AS id", t=other)}
         assert ids_a.isdisjoint(ids_b)
-        read_as_b = session.execute_read(memories.read_memories, other, sorted(ids_a))
+        read_as_b = session.execute_read(memory_queries.read_memories, other, sorted(ids_a))
     assert read_as_b == []
 
 
@@ -146,8 +145,15 @@ def test_dual_write_binds_working_memory_and_trims_oldest_first(neo4j, instance,
 
 
 def test_memory_round_trips_nested_metadata_exactly(neo4j, tenant):
-    from mem_resources.memory_model import (ArchivedVersion, MemoryItem, MemoryMetadata,
-                                            SourceMessage, UpdateType, memory_id, payload_hash)
+    from mem_resources.memory_model import (
+        ArchivedVersion,
+        MemoryItem,
+        MemoryMetadata,
+        SourceMessage,
+        UpdateType,
+        memory_id,
+        payload_hash,
+    )
     digest = payload_hash(tenant, "LongTermMemory", "Round trip.")
     item = MemoryItem(id=memory_id(digest), memory="Round trip.", metadata=MemoryMetadata(
         user_name=tenant, payload_hash=digest, key="rt", tags=["a", "b"], background="bg",
@@ -159,8 +165,8 @@ def test_memory_round_trips_nested_metadata_exactly(neo4j, tenant):
                                  archived_memory_id="mem:old", memory="旧的", created_at=T0)],
     ))
     with neo4j.session() as session:
-        session.execute_write(memories.write_memories, tenant, [item])
-        [back] = session.execute_read(memories.read_memories, tenant, [item.id])
+        session.execute_write(memory_queries.write_memories, tenant, [item])
+        [back] = session.execute_read(memory_queries.read_memories, tenant, [item.id])
     assert back == item
     assert back.metadata.sources[1].model_extra == {"page": 3}
 
@@ -170,4 +176,4 @@ def test_writes_for_another_tenant_are_refused(neo4j, tenant):
     stray = MemoryItem(id="mem:stray", memory="x", metadata=MemoryMetadata(
         user_name="someone_else", payload_hash="0" * 32, created_at=T0, updated_at=T0))
     with neo4j.session() as session, pytest.raises(ValueError, match="another tenant"):
-        session.execute_write(memories.write_memories, tenant, [stray])
+        session.execute_write(memory_queries.write_memories, tenant, [stray])

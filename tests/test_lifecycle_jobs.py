@@ -20,15 +20,9 @@ from mem_assets.lifecycle.jobs import (
     soft_delete_job,
     undelete_job,
 )
-from mem_resources.backup_storage import BackupStorage
+from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.lifecycle import counts, graph_digest, seed_tenant
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 def _ops(op: str, **config: object) -> dict:

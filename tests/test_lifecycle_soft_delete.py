@@ -6,13 +6,15 @@ from datetime import timedelta
 
 import pytest
 
-from mem_assets.ingest.nodes import build_nodes, plan
-from mem_assets.ingest.parsing import MemoryItemIn
+from mem_assets.dedup import queries as dedup_queries
+from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
+from mem_assets.reorg import queries as reorg_queries
+from mem_resources import memory_queries
 from mem_resources.embedder import hashing_embed
-from mem_resources.graph import dedup, memories, reorg
-from mem_resources.graph.lifecycle import MemoryFilter
+from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.parsing import MemoryItemIn
 from tests.support.lifecycle import T0, graph_digest, seed_tenant
 
 
@@ -87,19 +89,19 @@ def test_soft_deleted_memories_are_invisible_to_the_pipeline_reads(neo4j: Neo4jR
     planned = plan(tenant, items)
     nodes = build_nodes(tenant, planned, hashing_embed([p.item.memory for p in planned], 384), T0)
     with neo4j.session() as session:
-        session.execute_write(memories.write_memories, tenant, nodes)
+        session.execute_write(memory_queries.write_memories, tenant, nodes)
     doomed = planned[2]
     soft_delete_memories(neo4j, tenant, [doomed.node_id], MemoryFilter())
 
     with neo4j.session() as session:
-        by_status = session.execute_read(memories.count_by_type_and_status, tenant)
+        by_status = session.execute_read(memory_queries.count_by_type_and_status, tenant)
         assert by_status[("LongTermMemory", "memory", "activated")] == 2
         assert by_status[("LongTermMemory", "memory", "deleted")] == 1
         assert by_status[("WorkingMemory", "memory", "deleted")] == 1
         # Trimming to one working node archives only activated ones: the deleted twin stays deleted.
-        assert session.execute_write(memories.trim_working_memory, tenant, 1, T0) == 1
+        assert session.execute_write(memory_queries.trim_working_memory, tenant, 1, T0) == 1
         # Ingesting the same text again leaves the deleted node deleted.
-        assert session.execute_write(memories.write_memories, tenant, nodes) == 0
+        assert session.execute_write(memory_queries.write_memories, tenant, nodes) == 0
     status = _status(neo4j, tenant)
     assert status[doomed.node_id][0] == "deleted"
     assert status[doomed.working_id][0] == "deleted"
@@ -115,19 +117,20 @@ def test_soft_deleted_memories_are_invisible_to_dedup_and_reorg_reads(neo4j: Neo
     planned = plan(tenant, items)
     vectors = hashing_embed([p.item.memory for p in planned], 384)
     with neo4j.session() as session:
-        session.execute_write(memories.write_memories, tenant,
+        session.execute_write(memory_queries.write_memories, tenant,
                               build_nodes(tenant, planned, vectors, T0))
     doomed, twin_text = planned[1], planned[0]
     soft_delete_memories(neo4j, tenant, [doomed.node_id], MemoryFilter())
     live = {planned[0].node_id, planned[2].node_id}
 
     with neo4j.session() as session:
-        unchecked = session.execute_read(dedup.unchecked_nodes, tenant, 100)
-        active_ids = session.execute_read(dedup.active_nodes, tenant, ["LongTermMemory"], 384)[0]
-        [neighbours] = session.execute_read(dedup.vector_neighbours, tenant, [
+        unchecked = session.execute_read(dedup_queries.unchecked_nodes, tenant, 100)
+        active_ids = session.execute_read(dedup_queries.active_nodes, tenant, ["LongTermMemory"], 384)[0]
+        [neighbours] = session.execute_read(dedup_queries.vector_neighbours, tenant, [
             {"id": twin_text.node_id, "memory_type": "LongTermMemory",
              "embedding": vectors[0].tolist()}], 50)
-        orphans = {orphan.id for orphan in reorg.read_orphans(session, tenant, ["LongTermMemory"])}
+        orphans = {orphan.id for orphan in session.execute_read(
+            reorg_queries.read_orphans, tenant, ["LongTermMemory"], neo4j.embedding_dimension)}
     assert {row["id"] for row in unchecked} == live
     assert set(active_ids) == live
     assert doomed.node_id not in {hit["id"] for hit in neighbours["neighbours"]}
@@ -135,7 +138,7 @@ def test_soft_deleted_memories_are_invisible_to_dedup_and_reorg_reads(neo4j: Neo
 
     undelete_memories(neo4j, tenant, [doomed.node_id], MemoryFilter())
     with neo4j.session() as session:
-        [neighbours] = session.execute_read(dedup.vector_neighbours, tenant, [
+        [neighbours] = session.execute_read(dedup_queries.vector_neighbours, tenant, [
             {"id": twin_text.node_id, "memory_type": "LongTermMemory",
              "embedding": vectors[0].tolist()}], 50)
     assert doomed.node_id in {hit["id"] for hit in neighbours["neighbours"]}

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import pytest
 
 from mem_resources import local_neo4j
 from mem_resources.local_neo4j import LocalNeo4jError, LocalNeo4jSettings
+from mem_resources.settings import load_settings
 
 
 def test_up_reuses_the_running_server(neo4j_uri: str):
-    if os.environ.get("NEO4J_URI"):
+    if load_settings().neo4j_uri:
         pytest.skip("an external server is configured; the launcher is not used")
-    settings = LocalNeo4jSettings.from_env()
+    settings = LocalNeo4jSettings.from_settings(load_settings())
     pid_before = settings.pid_file.read_text()
     assert local_neo4j.up(settings) == neo4j_uri
     assert settings.pid_file.read_text() == pid_before
@@ -23,7 +23,7 @@ def test_up_reuses_the_running_server(neo4j_uri: str):
 
 
 def test_missing_java_fails_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    settings = dataclasses.replace(LocalNeo4jSettings.from_env(), home=tmp_path, port=1)
+    settings = dataclasses.replace(LocalNeo4jSettings.from_settings(load_settings()), home=tmp_path, port=1)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(LocalNeo4jError, match="`java` was not found on PATH"):
         local_neo4j.up(settings)
@@ -31,4 +31,6 @@ def test_missing_java_fails_with_a_clear_message(tmp_path: Path, monkeypatch: py
 
 def test_external_uri_means_nothing_is_started(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("NEO4J_URI", "bolt://db.example.invalid:7687")
-    assert local_neo4j.ensure_neo4j_uri() == "bolt://db.example.invalid:7687"
+    monkeypatch.setenv("MEMTEND_NEO4J_HOME", "/nonexistent/never-created")
+    assert local_neo4j.ensure_neo4j_uri(load_settings()) == "bolt://db.example.invalid:7687"
+    assert not Path("/nonexistent/never-created").exists()

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mem_resources.graph.schema import SchemaMismatchError
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.schema import SchemaMismatchError
 
 
 def _index_names(resource: Neo4jResource) -> set[str]:

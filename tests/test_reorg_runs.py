@@ -10,14 +10,18 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
+from mem_assets.reorg import queries
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates
 from mem_assets.reorg.hierarchy import Reorganizer
-from mem_assets.reorg.schedules import reorg_schedule
+from mem_assets.reorg.schedules import build_reorg_schedule
+from mem_assets.reorg.summarizers import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    TopicSummary,
+)
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.graph import reorg as reorg_graph
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import ExtractiveSummarizer, LLMSummarizer, TopicSummary
 from tests.support.fake_openai import chat_answer, fake_openai_server
 from tests.support.reorg_graph import (
     graph_counts,
@@ -28,15 +32,11 @@ from tests.support.reorg_graph import (
 )
 from tests.support.topic_corpus import topic_memories
 
+reorg_schedule = build_reorg_schedule("0 3 * * *", dg.DefaultScheduleStatus.RUNNING)
+
 
 def _texts(topics: set[str], per_topic: int) -> list[str]:
     return [text for topic, text in topic_memories(per_topic=per_topic) if topic in topics]
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as test_instance:
-        yield test_instance
 
 
 def _chat_calls(fake) -> int:
@@ -120,7 +120,7 @@ def test_time_budget_writes_whole_topics_and_the_next_run_continues(neo4j, tenan
     outcome = reorganizer.run(candidates, clusters, time_budget_s=2.5)
     assert outcome.stopped_by_budget
     with neo4j.session() as session:
-        tree = reorg_graph.topic_tree(session, tenant)
+        tree = session.execute_read(queries.topic_tree, tenant)
         deferred = session.run(
             "MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.reorg_deferred_at IS NOT NULL "
             "RETURN collect(m.id) AS ids", tenant=tenant).single()["ids"]
@@ -151,7 +151,7 @@ def test_schedule_requests_one_run_per_eligible_tenant(neo4j: Neo4jResource, ins
     write_memories(neo4j, few, _texts({"music"}, 5))
     left_over = write_memories(neo4j, deferred, _texts({"cooking"}, 3))
     with neo4j.session() as session:
-        reorg_graph.mark_deferred(session, deferred, left_over)
+        session.execute_write(queries.mark_deferred, deferred, left_over)
     instance.add_dynamic_partitions("tenants", names)
 
     with dg.build_schedule_context(instance=instance, resources={"neo4j": neo4j},
@@ -179,9 +179,9 @@ def test_checks_find_cycles_thin_parents_and_double_parents(neo4j, tenant):
             CREATE (p2)-[:PARENT]->(p1), (p1)-[:PARENT]->(p2), (p1)-[:PARENT]->(a), (p3)-[:PARENT]->(a),
                    (p1)-[:PARENT]->(b)
             """, tenant=tenant, a=ids[0], b=ids[1]).consume()
-        assert reorg_graph.parents_on_cycles(session, tenant) == ["p1", "p2"]
-        assert [row["id"] for row in reorg_graph.parents_with_few_members(session, tenant)] == ["p2", "p3"]
-        assert reorg_graph.nodes_with_two_parents_at_one_level(session, tenant) == [
+        assert session.execute_read(queries.parents_on_cycles, tenant) == ["p1", "p2"]
+        assert [row["id"] for row in session.execute_read(queries.parents_with_few_members, tenant)] == ["p2", "p3"]
+        assert session.execute_read(queries.nodes_with_two_parents_at_one_level, tenant) == [
             {"id": ids[0], "level": 1, "parents": 2}]
 
 

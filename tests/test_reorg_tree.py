@@ -7,10 +7,15 @@ from collections import Counter, defaultdict
 import dagster as dg
 import pytest
 
-from mem_resources.graph import reorg as reorg_graph
+from mem_assets.reorg import queries
 from mem_resources.memory_model import MemoryType
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.reorg_graph import graph_counts, materialization_metadata, run_reorg, write_memories
+from tests.support.reorg_graph import (
+    graph_counts,
+    materialization_metadata,
+    run_reorg,
+    write_memories,
+)
 from tests.support.topic_corpus import topic_memories
 
 
@@ -22,13 +27,14 @@ def _purity(groups: dict[str, list[str]], topic_of: dict[str, str]) -> float:
 
 
 @pytest.fixture(scope="module")
-def instance():
+def module_instance():
+    """One instance for the module, since ``reorganized`` is built once per module."""
     with dg.instance_for_test() as test_instance:
         yield test_instance
 
 
 @pytest.fixture(scope="module")
-def reorganized(neo4j: Neo4jResource, instance: dg.DagsterInstance):
+def reorganized(neo4j: Neo4jResource, module_instance: dg.DagsterInstance):
     """250 memories on five topics in one tenant, reorganized once; and an untouched neighbour."""
     tenant, neighbour = "reorg_tree_a", "reorg_tree_b"
     with neo4j.session() as session:
@@ -38,7 +44,7 @@ def reorganized(neo4j: Neo4jResource, instance: dg.DagsterInstance):
     ids = write_memories(neo4j, tenant, [text for _, text in corpus])
     working = write_memories(neo4j, tenant, [text for _, text in corpus[:30]], MemoryType.WORKING)
     write_memories(neo4j, neighbour, [text for _, text in corpus])
-    result = run_reorg(neo4j, tenant, instance)
+    result = run_reorg(neo4j, tenant, module_instance)
     return {"tenant": tenant, "neighbour": neighbour, "result": result, "working": working,
             "topic_of": {node: topic for node, (topic, _) in zip(ids, corpus, strict=True)}}
 
@@ -46,7 +52,7 @@ def reorganized(neo4j: Neo4jResource, instance: dg.DagsterInstance):
 def test_flat_memories_become_a_two_level_tree_that_follows_the_topics(neo4j, reorganized):
     tenant, topic_of = reorganized["tenant"], reorganized["topic_of"]
     with neo4j.session() as session:
-        edges = reorg_graph.topic_tree(session, tenant)
+        edges = session.execute_read(queries.topic_tree, tenant)
     children: dict[str, list[str]] = defaultdict(list)
     level: dict[str, int] = {}
     for edge in edges:
@@ -103,7 +109,8 @@ def test_tree_checks_pass(reorganized):
 
 def test_cluster_metadata_shows_sizes_and_unclustered(reorganized):
     metadata = materialization_metadata(reorganized["result"], "memory_clusters")
-    assert "size | clusters" in metadata["cluster_sizes"]
+    sizes = {row.data["size"]: row.data["count"] for row in metadata["cluster_sizes"].records}
+    assert sum(size * count for size, count in sizes.items()) == metadata["clustered"]
     assert metadata["clustered"] + metadata["left_unclustered"] == 250
     assert metadata["two_level_topics"] >= 1
 

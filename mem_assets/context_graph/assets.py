@@ -1,37 +1,30 @@
 import json
-import os
 
 import dagster as dg
 from pydantic import Field
 
 from mem_assets.context_graph import schema_doc
-from mem_assets.context_graph.ingest import ingest_context, load_config
-from mem_assets.ingest.assets import memory_items
-from mem_assets.partitions import tenant_partitions
+from mem_assets.context_graph.loading import ingest_context
+from mem_assets.context_graph.resources import ContextProfiles
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
+from mem_resources.metadata import preview_table
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.partitions import tenant_partitions
+from mem_resources.run_config import WorkingMemoryConfig
 
 SCHEMA_CHECK = "matches_reference_schema"
 
 
-class ContextGraphConfig(dg.Config):
+class ContextGraphConfig(WorkingMemoryConfig):
     config_file: str = Field(default="", description=(
         "Per-tenant context config (JSON: user/agent ids, characters, scene, single-valued "
-        "predicates); empty: $MEMTEND_CONTEXT_CONFIG, else records must carry their own ids."))
+        "predicates); empty: the context_profiles resource's file (MEMTEND_CONTEXT_CONFIG)."))
     batch_size: int = Field(default=2000, ge=1, description="Records per write transaction.")
-    working_memory_capacity: int = Field(default=20, ge=0,
-                                         description="Activated WorkingMemory nodes kept per tenant.")
 
 
 class GraphSchemaConfig(dg.Config):
     reference_file: str = Field(default="", description="Reference schema JSON; empty: the shipped one.")
-
-
-def _markdown_table(rows: list[dict[str, str]], columns: list[str]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]).replace("|", "\\|") for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 @dg.asset(
@@ -40,12 +33,13 @@ def _markdown_table(rows: list[dict[str, str]], columns: list[str]) -> str:
     group_name="context",
 )
 def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig, neo4j: Neo4jResource,
-                  embedder: EmbedderResource, inbox: InboxResource) -> dg.MaterializeResult:
+                  embedder: EmbedderResource, inbox: InboxResource,
+                  context_profiles: ContextProfiles) -> dg.MaterializeResult:
     """Seed 002's context graph: realtime/offline records as memories with characters, scenes,
     conversations and claims (older single-valued claims superseded)."""
     tenant = context.partition_key
-    settings = load_config(config.config_file or os.environ.get("MEMTEND_CONTEXT_CONFIG"))
-    report = ingest_context(tenant, neo4j, embedder, inbox, settings, config.batch_size,
+    profiles = context_profiles.load(config.config_file)
+    report = ingest_context(tenant, neo4j, embedder, inbox, profiles, config.batch_size,
                             config.working_memory_capacity)
     if report.rejected:
         context.log.warning(f"{report.rejected} records quarantined in {inbox.quarantine_path(tenant)}")
@@ -61,14 +55,14 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
         "claims_superseded": len(report.superseded),
         "working_memory_archived": report.working_trimmed,
         "rejections_by_kind": dict(report.rejection_kinds),
-        "preview": dg.MetadataValue.md(_markdown_table(report.preview, ["id", "memory"])),
-        "superseded": dg.MetadataValue.md(_markdown_table(superseded, ["superseded", "by"])),
+        "preview": preview_table(report.preview, ["id", "memory"]),
+        "superseded": preview_table(superseded, ["superseded", "by"]),
     })
 
 
 @dg.asset(
     partitions_def=tenant_partitions,
-    deps=[memory_items, context_graph, "merged_nodes", "summary_parents"],
+    deps=["memory_items", context_graph, "merged_nodes", "summary_parents"],
     kinds={"neo4j", "python"},
     group_name="context",
     check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset="graph_schema",

@@ -21,11 +21,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from pydantic import BaseModel, Field
 
-from mem_resources.context_model import BASE_PROPERTIES, NODE_TYPE_BY_PREFIX, REQUIRED_PROPERTIES
-from mem_resources.graph import schema_export
+from mem_assets.context_graph import queries
+from mem_assets.context_graph.records import (
+    BASE_PROPERTIES,
+    NODE_TYPE_BY_PREFIX,
+    REQUIRED_PROPERTIES,
+)
 from mem_resources.neo4j_resource import Neo4jResource
 
 FORMAT_VERSION = 1
@@ -80,15 +83,6 @@ class SchemaDocument(BaseModel):
     def node_type(self, name: str) -> NodeType | None:
         return next((n for n in self.node_types if n.type == name), None)
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per node type and per relationship (type, source, target)."""
-        rows = [{"kind": "node", "type": n.type, "source": None, "target": None, "prefix": n.prefix,
-                 "count": n.count, "labels": ", ".join(n.labels), "id_formats": ", ".join(n.id_formats),
-                 "properties": len(n.properties)} for n in self.node_types]
-        rows += [{"kind": "relationship", "type": r.type, "source": r.source, "target": r.target,
-                  "prefix": None, "count": r.count, "labels": None, "id_formats": None,
-                  "properties": None} for r in self.relationship_types]
-        return pd.DataFrame(rows)
 
 
 def label_set(labels: Iterable[str]) -> str:
@@ -107,7 +101,7 @@ def node_type_name(labels: Iterable[str], prefix: str) -> str:
 def build_document(tenant: str | None, groups: list[dict[str, Any]],
                    properties: list[dict[str, Any]], relationships: list[dict[str, Any]],
                    generated_at: datetime | None = None) -> SchemaDocument:
-    """Fold the aggregated Cypher rows (``mem_resources.graph.schema_export``) into a document."""
+    """Fold the aggregated Cypher rows (``queries.node_groups`` and friends) into a document."""
     counts: dict[str, int] = defaultdict(int)
     prefixes: dict[str, str] = {}
     labels: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -148,9 +142,9 @@ def build_document(tenant: str | None, groups: list[dict[str, Any]],
 def export_document(neo4j: Neo4jResource, tenant: str | None) -> SchemaDocument:
     """The live graph's schema, for one tenant or (``None``) all of them."""
     with neo4j.session() as session:
-        groups = session.execute_read(schema_export.node_groups, tenant)
-        properties = session.execute_read(schema_export.node_properties, tenant)
-        relationships = session.execute_read(schema_export.relationships, tenant)
+        groups = session.execute_read(queries.node_groups, tenant)
+        properties = session.execute_read(queries.node_properties, tenant)
+        relationships = session.execute_read(queries.relationships, tenant)
     return build_document(tenant, groups, properties, relationships)
 
 
@@ -305,7 +299,3 @@ def render_diff_markdown(differences: list[Difference], reference: str, candidat
         lines.append("No differences.")
     return "\n".join(lines) + "\n"
 
-
-def differences_frame(differences: list[Difference]) -> pd.DataFrame:
-    return pd.DataFrame([d.model_dump(mode="json") for d in differences],
-                        columns=["severity", "kind", "subject", "detail"])

@@ -8,25 +8,22 @@ import pandas as pd
 from neo4j import Session
 from pydantic import Field
 
+from mem_assets.dedup import queries
 from mem_assets.dedup.candidates import (
     NodeVectors,
     default_threshold,
     find_candidates,
     index_candidates,
 )
+from mem_assets.dedup.judges import JudgeResource
 from mem_assets.dedup.judging import judge_pairs
-from mem_assets.dedup.merging import item_from_properties, plan_resolutions
+from mem_assets.dedup.planning import item_from_properties, plan_resolutions
 from mem_assets.dedup.resolution import DONE, apply_plan
-from mem_assets.context_graph.assets import context_graph
-from mem_assets.ingest.assets import memory_items
-from mem_assets.partitions import tenant_partitions
 from mem_resources.embedder import EmbedderResource
-from mem_resources.graph import dedup as graph
-from mem_resources.judges import JudgeResource
 from mem_resources.memory_model import utc_now
+from mem_resources.metadata import histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
-
-PREVIEW_ROWS = 20
+from mem_resources.partitions import tenant_partitions
 
 
 class DedupConfig(dg.Config):
@@ -40,32 +37,16 @@ class DedupConfig(dg.Config):
                                    description="Unchecked nodes taken per run; the rest wait.")
 
 
-def _md_table(frame: pd.DataFrame, columns: list[str]) -> dg.MetadataValue:
-    head = frame[columns].head(PREVIEW_ROWS)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in head.itertuples(index=False):
-        cells = [f"{v:.3f}" if isinstance(v, float) else str(v)[:80].replace("|", "/") for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return dg.MetadataValue.md("\n".join(lines))
-
-
-def _histogram(scores: pd.Series) -> dg.MetadataValue:
-    counts, edges = np.histogram(scores, bins=10, range=(0.0, 1.0))
-    lines = ["| cosine | pairs |", "|---|---|"]
-    lines += [f"| {lo:.1f}–{hi:.1f} | {n} |" for lo, hi, n in zip(edges, edges[1:], counts, strict=False) if n]
-    return dg.MetadataValue.md("\n".join(lines))
-
-
 def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource,
                        limit: int) -> tuple[NodeVectors, dict[str, str], int]:
     """The unchecked nodes with their vectors and texts; nodes that arrived without a vector (or
     with one of another dimension) are embedded now and the vector stored."""
-    unchecked = session.execute_read(graph.unchecked_nodes, tenant, limit)
+    unchecked = session.execute_read(queries.unchecked_nodes, tenant, limit)
     missing = [n for n in unchecked if n["embedding"] is None or len(n["embedding"]) != embedder.dimension]
     if missing:
         for node, vector in zip(missing, embedder.embed([n["memory"] for n in missing]), strict=True):
             node["embedding"] = vector
-        session.execute_write(graph.set_embeddings, tenant,
+        session.execute_write(queries.set_embeddings, tenant,
                               [{"id": n["id"], "embedding": n["embedding"].tolist()} for n in missing])
     new = NodeVectors(
         ids=[n["id"] for n in unchecked], memory_types=[n["memory_type"] for n in unchecked],
@@ -78,7 +59,7 @@ def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource
 
 @dg.asset(
     partitions_def=tenant_partitions,
-    deps=[memory_items, context_graph],
+    deps=["memory_items", "context_graph"],
     kinds={"neo4j", "numpy"},
     group_name="dedup",
 )
@@ -93,18 +74,18 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
         new, texts, embedded = _unchecked_vectors(session, tenant, embedder, config.max_nodes_per_run)
         types = sorted(set(new.memory_types))
         dimension = embedder.dimension if config.search == "numpy" else None
-        active = NodeVectors(*session.execute_read(graph.active_nodes, tenant, types, dimension))
+        active = NodeVectors(*session.execute_read(queries.active_nodes, tenant, types, dimension))
         if config.search == "numpy":
             pairs = find_candidates(new, active, threshold, config.top_k)
         else:
             pairs = index_candidates(
                 new, active.ids, active.hashes,
-                lambda rows, k: session.execute_read(graph.vector_neighbours, tenant, rows, k),
-                threshold, config.top_k, max_k=session.execute_read(graph.indexed_node_count))
+                lambda rows, k: session.execute_read(queries.vector_neighbours, tenant, rows, k),
+                threshold, config.top_k, max_k=session.execute_read(queries.indexed_node_count))
         paired = set(pairs["left_id"]) | set(pairs["right_id"])
-        texts.update(session.execute_read(graph.node_texts, tenant, sorted(paired - set(texts))))
+        texts.update(session.execute_read(queries.node_texts, tenant, sorted(paired - set(texts))))
         alone = [node_id for node_id in new.ids if node_id not in paired]
-        session.execute_write(graph.mark_checked, tenant, alone, seen_at, utc_now())
+        session.execute_write(queries.mark_checked, tenant, alone, seen_at, utc_now())
     pairs["left_text"] = pairs["left_id"].map(texts)
     pairs["right_text"] = pairs["right_id"].map(texts)
     pairs["seen_at"] = seen_at
@@ -117,8 +98,8 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
         "nodes_without_candidates": len(alone),
         "threshold": threshold,
         "search": config.search,
-        "score_histogram": _histogram(pairs["score"]),
-        "preview": _md_table(pairs, ["left_text", "right_text", "score", "exact"]),
+        "score_histogram": histogram(pairs["score"], label="cosine"),
+        "preview": preview_table(pairs, ["left_text", "right_text", "score", "exact"]),
     })
     return pairs
 
@@ -135,10 +116,10 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     tenant = context.partition_key
     with neo4j.session() as session:
         report = judge_pairs(dedup_candidates, judge,
-                             lambda keys: session.execute_read(graph.cached_judgments, tenant, keys))
+                             lambda keys: session.execute_read(queries.cached_judgments, tenant, keys))
         if report.to_cache:
             now = utc_now()
-            session.execute_write(graph.store_judgments, tenant,
+            session.execute_write(queries.store_judgments, tenant,
                                   [{**row, "judged_at": now} for row in report.to_cache])
     judgments = report.judgments
     for row in judgments[judgments["failed"]].itertuples():
@@ -158,8 +139,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "judge_calls": report.usage.calls,
         "prompt_tokens": report.usage.prompt_tokens,
         "completion_tokens": report.usage.completion_tokens,
-        "preview": _md_table(frame, ["label", "left_text", "right_text", "reason"]) if len(frame)
-        else dg.MetadataValue.md("no pairs"),
+        "preview": preview_table(frame, ["label", "left_text", "right_text", "reason"]),
     })
     return frame
 
@@ -179,7 +159,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     judgments = relation_judgments
     ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
     with neo4j.session() as session:
-        found = session.execute_read(graph.read_nodes, tenant, ids)
+        found = session.execute_read(queries.read_nodes, tenant, ids)
         nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
         plan = plan_resolutions(tenant, judgments, nodes, judge.fuse)
         vectors = embedder.embed([m.text for m in plan.merges])
@@ -199,7 +179,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         checked = [i for i in ids if i not in held_back]
         seen_at = pd.Timestamp(dedup_candidates["seen_at"].iloc[0]).to_pydatetime() \
             if len(dedup_candidates) else now
-        session.execute_write(graph.mark_checked, tenant, checked, seen_at, utc_now())
+        session.execute_write(queries.mark_checked, tenant, checked, seen_at, utc_now())
     result = pd.DataFrame(rows, columns=["action", "sources", "result", "text", "status",
                                          "edges_moved", "archived"])
     applied = result[result["status"] == "applied"]
@@ -213,7 +193,6 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         "nodes_marked_checked": len(checked),
         "resolver_calls": plan.usage.calls,
         "resolver_tokens": plan.usage.prompt_tokens + plan.usage.completion_tokens,
-        "preview": _md_table(result, ["action", "status", "result", "text"]) if len(result)
-        else dg.MetadataValue.md("nothing to resolve"),
+        "preview": preview_table(result, ["action", "status", "result", "text"]),
     })
     return result

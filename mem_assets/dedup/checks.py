@@ -2,11 +2,11 @@
 
 import dagster as dg
 
-from mem_assets.check_results import offenders_result
+from mem_assets.dedup import queries
 from mem_assets.dedup.assets import merged_nodes
-from mem_assets.partitions import tenant_partitions
-from mem_resources.graph import dedup as graph
+from mem_resources.metadata import offenders_result
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.partitions import tenant_partitions
 
 
 @dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
@@ -14,7 +14,7 @@ def no_duplicate_payloads(context: dg.AssetCheckExecutionContext,
                           neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """No two activated (non-working) nodes of the tenant share a payload hash."""
     with neo4j.session() as session:
-        clashes = session.execute_read(graph.duplicate_payload_hashes, context.partition_key)
+        clashes = session.execute_read(queries.duplicate_payload_hashes, context.partition_key)
     return offenders_result(clashes, "payload hashes shared by activated nodes")
 
 
@@ -23,7 +23,7 @@ def archived_have_successor(context: dg.AssetCheckExecutionContext,
                             neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """Every archived long-term node points at an existing MERGED_TO / SUPERSEDED_BY successor."""
     with neo4j.session() as session:
-        orphans = session.execute_read(graph.archived_without_successor, context.partition_key)
+        orphans = session.execute_read(queries.archived_without_successor, context.partition_key)
     return offenders_result(orphans, "archived nodes without a successor")
 
 
@@ -32,7 +32,7 @@ def no_cross_tenant_edges(context: dg.AssetCheckExecutionContext,
                           neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """No relationship joins a node of this tenant to a node of another tenant."""
     with neo4j.session() as session:
-        edges = session.execute_read(graph.cross_tenant_edges, context.partition_key)
+        edges = session.execute_read(queries.cross_tenant_edges, context.partition_key)
     return offenders_result(edges, "edges join this tenant to another")
 
 

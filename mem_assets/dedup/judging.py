@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from mem_resources.judges import JudgeResource
+from mem_assets.dedup.judges import JudgeResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text
 

@@ -8,7 +8,8 @@ from datetime import datetime
 
 from neo4j import ManagedTransaction
 
-from mem_assets.dedup.merging import (
+from mem_assets.dedup import queries
+from mem_assets.dedup.planning import (
     MergePlan,
     Plan,
     SupersedePlan,
@@ -17,7 +18,6 @@ from mem_assets.dedup.merging import (
     merged_item,
     superseded_survivor,
 )
-from mem_resources.graph import dedup as graph
 from mem_resources.memory_model import MemoryStatus
 from mem_resources.neo4j_resource import Neo4jResource
 
@@ -28,7 +28,7 @@ SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
 def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding: list[float],
                 now: datetime) -> dict:
     """Create the merged node, move edges, archive sources; skip unless every source is active."""
-    found = graph.read_nodes(tx, tenant, [*plan.sources, plan.merged_id])
+    found = queries.read_nodes(tx, tenant, [*plan.sources, plan.merged_id])
     if plan.merged_id in found:
         return {"status": "already merged"}
     sources = [item_from_properties(tenant, found[s], now) for s in plan.sources if s in found]
@@ -41,21 +41,21 @@ def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding:
         props["dedup_checked_at"] = now
     template = next((s.id for s in sources if s.metadata.payload_hash == item.metadata.payload_hash),
                     sources[0].id)
-    counts = graph.create_merged(tx, tenant, plan.merged_id, plan.sources, template, props,
+    counts = queries.create_merged(tx, tenant, plan.merged_id, plan.sources, template, props,
                                  plan.update_type.value, plan.reason, now)
     return {"status": "applied", **counts}
 
 
 def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, now: datetime) -> dict:
     """Archive the older node behind a SUPERSEDED_BY edge; the newer gains a history entry."""
-    found = graph.read_nodes(tx, tenant, [plan.older, plan.newer])
+    found = queries.read_nodes(tx, tenant, [plan.older, plan.newer])
     if len(found) != 2:
         return {"status": "skipped: a node is gone"}
     older = item_from_properties(tenant, found[plan.older], now)
     newer = item_from_properties(tenant, found[plan.newer], now)
     if MemoryStatus.ACTIVATED != older.metadata.status or MemoryStatus.ACTIVATED != newer.metadata.status:
         return {"status": "skipped: a node is no longer activated"}
-    graph.supersede(tx, tenant, plan.older, plan.newer, superseded_survivor(older, newer),
+    queries.supersede(tx, tenant, plan.older, plan.newer, superseded_survivor(older, newer),
                     plan.reason, now)
     return {"status": "applied", "archived": 1}
 

@@ -1,14 +1,12 @@
 """Sensor: one dedup run per tenant with unchecked nodes, whoever wrote them."""
 
-import hashlib
 import json
 
 import dagster as dg
 
-from mem_assets.automation import default_sensor_status
+from mem_assets.dedup import queries
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
-from mem_assets.partitions import tenant_partitions
-from mem_resources.graph import dedup as graph
+from mem_resources.automation import add_unknown_tenants, digest
 from mem_resources.neo4j_resource import Neo4jResource
 
 dedup_job = dg.define_asset_job(
@@ -18,10 +16,6 @@ dedup_job = dg.define_asset_job(
 )
 
 
-def pending_digest(ids: list[str]) -> str:
-    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
-
-
 def plan_requests(pending: dict[str, list[str]], requested: dict[str, str]
                   ) -> tuple[list[str], dict[str, str]]:
     """Tenants to run now and the new cursor: a tenant is requested again only when its set of
@@ -29,25 +23,28 @@ def plan_requests(pending: dict[str, list[str]], requested: dict[str, str]
     cursor = {tenant: digest for tenant, digest in requested.items() if tenant in pending}
     to_run = []
     for tenant in sorted(pending):
-        digest = pending_digest(pending[tenant])
-        if cursor.get(tenant) != digest:
+        pending_digest = digest(pending[tenant])
+        if cursor.get(tenant) != pending_digest:
             to_run.append(tenant)
-            cursor[tenant] = digest
+            cursor[tenant] = pending_digest
     return to_run, cursor
 
 
-@dg.sensor(job=dedup_job, minimum_interval_seconds=30, default_status=default_sensor_status())
-def dedup_sensor(context: dg.SensorEvaluationContext, neo4j: Neo4jResource) -> dg.SensorResult:
-    """Finds tenants with unchecked activated nodes (also ones written by other writers straight
-    into Neo4j), adds unknown tenants as partitions and requests one dedup run per tenant."""
-    requested: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
-    with neo4j.session() as session:
-        pending = session.execute_read(graph.pending_by_tenant)
-    to_run, cursor = plan_requests(pending, requested)
-    known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
-    new_tenants = [tenant for tenant in to_run if tenant not in known]
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=t, run_key=f"dedup:{t}:{cursor[t]}") for t in to_run],
-        dynamic_partitions_requests=[tenant_partitions.build_add_request(new_tenants)] if new_tenants else [],
-        cursor=json.dumps(cursor, sort_keys=True),
-    )
+def build_dedup_sensor(default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+    @dg.sensor(name="dedup_sensor", job=dedup_job, minimum_interval_seconds=30,
+               default_status=default_status)
+    def dedup_sensor(context: dg.SensorEvaluationContext, neo4j: Neo4jResource) -> dg.SensorResult:
+        """Finds tenants with unchecked activated nodes (also ones written by other writers straight
+        into Neo4j), adds unknown tenants as partitions and requests one dedup run per tenant."""
+        requested: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+        with neo4j.session() as session:
+            pending = session.execute_read(queries.pending_by_tenant)
+        to_run, cursor = plan_requests(pending, requested)
+        return dg.SensorResult(
+            run_requests=[dg.RunRequest(partition_key=t, run_key=f"dedup:{t}:{cursor[t]}")
+                          for t in to_run],
+            dynamic_partitions_requests=add_unknown_tenants(context, to_run),
+            cursor=json.dumps(cursor, sort_keys=True),
+        )
+
+    return dedup_sensor

@@ -1,18 +1,18 @@
 import dagster as dg
 from pydantic import Field
 
-from mem_assets.ingest.ingest import ingest_tenant
-from mem_assets.partitions import tenant_partitions
+from mem_assets.ingest.loading import ingest_tenant
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
+from mem_resources.metadata import preview_table
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.partitions import tenant_partitions
+from mem_resources.run_config import WorkingMemoryConfig
 
 
-class IngestConfig(dg.Config):
+class IngestConfig(WorkingMemoryConfig):
     batch_size: int = Field(default=2000, ge=1, description="Items per write transaction.")
     max_text_chars: int = Field(default=8000, ge=1, description="Longer memory texts are quarantined.")
-    working_memory_capacity: int = Field(default=20, ge=0,
-                                         description="Activated WorkingMemory nodes kept per tenant.")
 
 
 @dg.asset(
@@ -28,11 +28,6 @@ def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j:
                            config.max_text_chars, config.working_memory_capacity)
     if report.rejected:
         context.log.warning(f"{report.rejected} lines quarantined in {inbox.quarantine_path(tenant)}")
-    preview = "\n".join(
-        ["| id | type | memory |", "|---|---|---|"]
-        + [f"| {row['id']} | {row['memory_type']} | {row['memory'].replace('|', '/')} |"
-           for row in report.preview]
-    )
     return dg.MaterializeResult(metadata={
         "files_ingested": report.files_ingested,
         "files_already_ingested": len(report.files_already_ingested),
@@ -41,7 +36,10 @@ def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j:
         "new": report.new,
         "already_present": report.already_present,
         "nodes_created": report.nodes_created,
+        "working_memory_twins_created": max(report.nodes_created - report.new, 0),
+        "nodes_created_note": "Each new long-term item is also written as its WorkingMemory twin "
+                              "(seed §3.2 dual write), so nodes_created is up to twice new.",
         "working_memory_archived": report.working_trimmed,
         "rejections_by_kind": dict(report.rejection_kinds),
-        "preview": dg.MetadataValue.md(preview),
+        "preview": preview_table(report.preview, ["id", "memory_type", "memory"]),
     })

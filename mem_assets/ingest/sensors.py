@@ -1,50 +1,16 @@
-import hashlib
-import json
-from collections.abc import Callable
+"""New inbox files → one ingest run per tenant."""
 
 import dagster as dg
 
-from mem_assets.automation import default_sensor_status
-from mem_assets.ingest.assets import memory_items
-from mem_assets.partitions import tenant_partitions
-from mem_resources.inbox import InboxFile, InboxResource
+from mem_resources.automation import request_changed_tenants
+from mem_resources.inbox import InboxResource
 
 
-def inbox_digest(fingerprints: list[str]) -> str:
-    return hashlib.sha256("\n".join(sorted(fingerprints)).encode()).hexdigest()[:16]
+def build_inbox_sensor(default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+    @dg.sensor(name="inbox_sensor", asset_selection=["memory_items"], minimum_interval_seconds=30,
+               default_status=default_status)
+    def inbox_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource) -> dg.SensorResult:
+        """One ingest run per tenant whose inbox files changed; new tenant folders become partitions."""
+        return request_changed_tenants(context, inbox, inbox.files, "ingest")
 
-
-def request_changed_tenants(context: dg.SensorEvaluationContext, inbox: InboxResource,
-                            files_of: Callable[[str], list[InboxFile]],
-                            run_key_prefix: str) -> dg.SensorResult:
-    """One run per tenant whose file set changed since the cursor; unknown tenants become
-    partitions in the same tick. The run key carries the digest, so a file set triggers once."""
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
-    known = set(context.instance.get_dynamic_partitions(tenant_partitions.name))
-    new_tenants: list[str] = []
-    requests: list[dg.RunRequest] = []
-    for tenant in inbox.tenants():
-        files = files_of(tenant)
-        if not files:
-            continue
-        digest = inbox_digest([f.fingerprint for f in files])
-        if seen.get(tenant) == digest:
-            continue
-        if tenant not in known:
-            new_tenants.append(tenant)
-        requests.append(dg.RunRequest(partition_key=tenant,
-                                      run_key=f"{run_key_prefix}:{tenant}:{digest}"))
-        seen[tenant] = digest
-    partition_requests = [tenant_partitions.build_add_request(new_tenants)] if new_tenants else []
-    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests,
-                           cursor=json.dumps(seen, sort_keys=True))
-
-
-@dg.sensor(
-    asset_selection=[memory_items],
-    minimum_interval_seconds=30,
-    default_status=default_sensor_status(),
-)
-def inbox_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource) -> dg.SensorResult:
-    """One ingest run per tenant whose inbox files changed; new tenant folders become partitions."""
-    return request_changed_tenants(context, inbox, inbox.files, "ingest")
+    return inbox_sensor

@@ -1,20 +1,19 @@
 """Tenant lifecycle from the shell, without the Dagster UI.
 
-    python -m mem_assets.lifecycle.cli backup alice [--keep-last 30]
-    python -m mem_assets.lifecycle.cli list-backups alice
-    python -m mem_assets.lifecycle.cli restore alice [--backup-id 20261130T020000123456Z]
-    python -m mem_assets.lifecycle.cli drop alice [--yes]
-    python -m mem_assets.lifecycle.cli soft-delete alice --id mem:… [--tag …] [--evolve-to mem:…]
-    python -m mem_assets.lifecycle.cli undelete alice --id mem:…
+    memtend backup alice [--keep-last 30]
+    memtend list-backups alice
+    memtend restore alice [--backup-id 20261130T020000123456Z]
+    memtend drop alice [--yes]
+    memtend soft-delete alice --id mem:… [--tag …] [--evolve-to mem:…]
+    memtend undelete alice --id mem:…
 
-Neo4j comes from NEO4J_URI / NEO4J_USER / NEO4J_PASSWORD (else the local server's address),
-backups from MEMTEND_BACKUP_DIR (default data/backups). With DAGSTER_HOME set, drop and restore
-also remove / re-add the tenant's partition in that Dagster instance.
+Part of ``memtend`` (``memtend backup alice`` …). Neo4j and the backups folder come from the
+settings (NEO4J_URI …, MEMTEND_BACKUP_DIR). With DAGSTER_HOME set, drop and restore also remove /
+re-add the tenant's partition in that Dagster instance.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -22,25 +21,29 @@ from typing import Annotated, TypeVar
 import typer
 from dagster import DagsterInstance
 
-from mem_assets.lifecycle.archive import DEFAULT_KEEP_LAST, BackupError, BackupReader, list_backups
+from mem_assets.lifecycle.archive import (
+    DEFAULT_KEEP_LAST,
+    BackupError,
+    BackupReader,
+    list_backups,
+)
 from mem_assets.lifecycle.operations import (
     LifecycleError,
     backup_tenant,
     drop_tenant,
     restore_tenant,
 )
+from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
-from mem_assets.partitions import tenant_partitions
-from mem_resources.backup_storage import DEFAULT_BACKUP_DIR
-from mem_resources.graph.lifecycle import MemoryFilter
-from mem_resources.local_neo4j import LocalNeo4jSettings
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.partitions import tenant_partitions
+from mem_resources.settings import load_settings
 
 T = TypeVar("T")
 app = typer.Typer(help="Back up, restore, drop and soft-delete a tenant's memory graph.",
                   no_args_is_help=True, add_completion=False)
 
-BackupDir = Annotated[Path, typer.Option(envvar="MEMTEND_BACKUP_DIR", help="Backups root folder.")]
+BackupDir = Annotated[Path | None, typer.Option(help="Backups root folder; default MEMTEND_BACKUP_DIR.")]
 KeepLast = Annotated[int, typer.Option(min=1, help="Backups kept per tenant.")]
 Ids = Annotated[list[str] | None, typer.Option("--id", help="Memory id (repeatable).")]
 Types = Annotated[list[str] | None, typer.Option("--type", help="memory_type (repeatable).")]
@@ -55,12 +58,7 @@ Twins = Annotated[bool, typer.Option(help="Include the bound working/long-term c
 
 def _run(step: Callable[[Neo4jResource], T]) -> T:
     """Run one step against Neo4j; expected failures print one clear line and exit 1."""
-    neo4j = Neo4jResource(
-        uri=os.environ.get("NEO4J_URI") or LocalNeo4jSettings.from_env().uri,
-        user=os.environ.get("NEO4J_USER", ""),
-        password=os.environ.get("NEO4J_PASSWORD", ""),
-        database=os.environ.get("NEO4J_DATABASE", "neo4j"),
-    )
+    neo4j = Neo4jResource.from_settings(load_settings())
     try:
         return step(neo4j)
     except (BackupError, LifecycleError, ValueError) as exc:
@@ -70,8 +68,12 @@ def _run(step: Callable[[Neo4jResource], T]) -> T:
         neo4j.close()
 
 
+def _backups(option: Path | None) -> Path:
+    return option if option is not None else Path(load_settings().backup_dir)
+
+
 def _with_partitions(action: Callable[[DagsterInstance], None]) -> None:
-    if not os.environ.get("DAGSTER_HOME"):
+    if not load_settings().dagster_home:
         typer.echo("DAGSTER_HOME is not set: the tenant's Dagster partition was left as it is.")
         return
     with DagsterInstance.get() as instance:
@@ -80,19 +82,19 @@ def _with_partitions(action: Callable[[DagsterInstance], None]) -> None:
 
 @app.command()
 def backup(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
-           backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR)) -> None:
+           backup_dir: BackupDir = None) -> None:
     """Stream the tenant's subgraph into a new backup, then rotate old ones."""
-    result = _run(lambda neo4j: backup_tenant(neo4j, backup_dir, tenant, keep_last))
+    result = _run(lambda neo4j: backup_tenant(neo4j, _backups(backup_dir), tenant, keep_last))
     counts = result.manifest.counts
     typer.echo(f"{result.path}: {counts.nodes} nodes, {counts.relationships} relationships, "
                f"{result.seconds:.1f} s; rotated away {len(result.rotated)}")
 
 
 @app.command("list-backups")
-def list_backups_command(tenant: str, backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR)) -> None:
+def list_backups_command(tenant: str, backup_dir: BackupDir = None) -> None:
     """The tenant's backups, oldest first."""
     try:
-        manifests = [BackupReader.open(path).manifest for path in list_backups(backup_dir, tenant)]
+        manifests = [BackupReader.open(path).manifest for path in list_backups(_backups(backup_dir), tenant)]
     except (BackupError, ValueError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from exc
@@ -103,9 +105,9 @@ def list_backups_command(tenant: str, backup_dir: BackupDir = Path(DEFAULT_BACKU
 
 @app.command()
 def restore(tenant: str, backup_id: Annotated[str | None, typer.Option(help="Default: newest.")] = None,
-            backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR)) -> None:
+            backup_dir: BackupDir = None) -> None:
     """Verify a backup, then merge it back into the graph (safe to repeat)."""
-    result = _run(lambda neo4j: restore_tenant(neo4j, backup_dir, tenant, backup_id))
+    result = _run(lambda neo4j: restore_tenant(neo4j, _backups(backup_dir), tenant, backup_id))
     typer.echo(f"restored {result.path.name}: {result.nodes} nodes ({result.nodes_created} created), "
                f"{result.relationships} relationships ({result.relationships_created} created)")
 
@@ -117,13 +119,13 @@ def restore(tenant: str, backup_id: Annotated[str | None, typer.Option(help="Def
 
 @app.command()
 def drop(tenant: str, keep_last: KeepLast = DEFAULT_KEEP_LAST,
-         backup_dir: BackupDir = Path(DEFAULT_BACKUP_DIR),
+         backup_dir: BackupDir = None,
          yes: Annotated[bool, typer.Option("--yes", help="Don't ask for confirmation.")] = False,
          ) -> None:
     """Back up the tenant, delete its whole graph in batches, remove its partition."""
     if not yes:
         typer.confirm(f"Drop every node of {tenant!r} (after a backup)?", abort=True)
-    result = _run(lambda neo4j: drop_tenant(neo4j, backup_dir, tenant, keep_last))
+    result = _run(lambda neo4j: drop_tenant(neo4j, _backups(backup_dir), tenant, keep_last))
     typer.echo(f"dropped {result.nodes_deleted} nodes of {tenant!r}; backup {result.backup.path}")
 
     def remove(instance: DagsterInstance) -> None:

@@ -10,11 +10,11 @@ from pydantic import Field
 
 from mem_assets.lifecycle.archive import DEFAULT_KEEP_LAST, check_tenant, list_backups
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
+from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
-from mem_assets.partitions import tenant_partitions
-from mem_resources.backup_storage import BackupStorage
-from mem_resources.graph.lifecycle import MemoryFilter
+from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.partitions import tenant_partitions
 
 
 class TenantConfig(dg.Config):

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from neo4j import ManagedTransaction, Session
 
+from mem_assets.lifecycle import queries
 from mem_assets.lifecycle.archive import (
     NODES,
     RELATIONSHIPS,
@@ -24,7 +25,6 @@ from mem_assets.lifecycle.archive import (
     rotate,
 )
 from mem_assets.lifecycle.codec import decode_properties, encode_properties
-from mem_resources.graph import lifecycle as graph
 from mem_resources.neo4j_resource import Neo4jResource
 
 T = TypeVar("T")
@@ -78,17 +78,17 @@ class _Page:
 
 
 def _read_page(tx: ManagedTransaction, tenant: str, label: str, after: str, limit: int) -> _Page:
-    nodes = graph.node_page(tx, tenant, label, after, limit)
+    nodes = queries.node_page(tx, tenant, label, after, limit)
     ids = [node["id"] for node in nodes]
     if not ids:
         return _Page(label, nodes, [], 0)
-    return _Page(label, nodes, graph.outgoing_relationships(tx, tenant, label, ids),
-                 graph.external_relationships(tx, tenant, label, ids))
+    return _Page(label, nodes, queries.outgoing_relationships(tx, tenant, label, ids),
+                 queries.external_relationships(tx, tenant, label, ids))
 
 
 def _pages(session: Session, tenant: str, page_size: int) -> Iterator[_Page]:
     """Keyset pages of each key label in id order, with their outgoing relationships."""
-    for label in graph.KEY_LABELS:
+    for label in queries.KEY_LABELS:
         after = ""
         while True:
             page = session.execute_read(_read_page, tenant, label, after, page_size)
@@ -111,11 +111,11 @@ def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
         raise ValueError("keep_last must be at least 1")
     started = time.perf_counter()
     with neo4j.session() as session:
-        unaddressable = session.execute_read(graph.unaddressable_nodes, tenant)
+        unaddressable = session.execute_read(queries.unaddressable_nodes, tenant)
         if unaddressable:
             raise LifecycleError(
                 f"{unaddressable} nodes of {tenant!r} have no key label "
-                f"({', '.join(graph.KEY_LABELS)}) or no string id; a backup could not restore "
+                f"({', '.join(queries.KEY_LABELS)}) or no string id; a backup could not restore "
                 "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/graph/schema.py."
             )
         with BackupWriter(root, tenant, compresslevel=compresslevel) as writer:
@@ -138,7 +138,7 @@ def open_verified(root: Path, tenant: str, backup_id: str | None) -> BackupReade
     reader = BackupReader.open(find_backup(root, tenant, backup_id))
     if reader.manifest.tenant != tenant:
         raise BackupError(f"{reader.path} is a backup of {reader.manifest.tenant!r}, not {tenant!r}")
-    reader.verify(graph.KEY_LABELS)
+    reader.verify(queries.KEY_LABELS)
     return reader
 
 
@@ -174,12 +174,12 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
     with neo4j.session() as session:
         for node_batch in _node_batches(reader, batch_size):
             for key, rows in node_batch.items():
-                result.nodes_created += session.execute_write(graph.merge_nodes, tenant, key, rows)
+                result.nodes_created += session.execute_write(queries.merge_nodes, tenant, key, rows)
                 result.nodes += len(rows)
         for rel_batch in _relationship_batches(reader, batch_size):
             for (start_key, rel_type, end_key), rows in rel_batch.items():
                 matched, created = session.execute_write(
-                    graph.merge_relationships, tenant, start_key, rel_type, end_key, rows)
+                    queries.merge_relationships, tenant, start_key, rel_type, end_key, rows)
                 if matched != len(rows):
                     raise BackupError(f"{reader.path}: {len(rows) - matched} {rel_type} "
                                       "relationships point at nodes missing from the backup")
@@ -213,12 +213,12 @@ def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
             for node in chunk:
                 by_key[node["key"]].append(node["id"])
             for key, ids in by_key.items():
-                deleted = session.execute_write(graph.delete_nodes, tenant, key, ids)
+                deleted = session.execute_write(queries.delete_nodes, tenant, key, ids)
                 deleted_by_label[key] += deleted
                 result.nodes_deleted += deleted
                 result.batches += 1
-        remaining = graph.tenant_node_count(session, tenant)
-        remaining += session.execute_read(graph.unaddressable_nodes, tenant)
+        remaining = session.execute_read(queries.tenant_node_count, tenant)
+        remaining += session.execute_read(queries.unaddressable_nodes, tenant)
     result.deleted_by_label = dict(deleted_by_label)
     result.seconds = time.perf_counter() - started
     if remaining:

@@ -7,8 +7,8 @@ stay in the graph; :func:`undelete_memories` puts back the status it had (activa
 
 from __future__ import annotations
 
-from mem_resources.graph import lifecycle as graph
-from mem_resources.graph.lifecycle import MemoryFilter
+from mem_assets.lifecycle import queries
+from mem_assets.lifecycle.queries import MemoryFilter
 from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 
@@ -24,7 +24,7 @@ def soft_delete_memories(neo4j: Neo4jResource, tenant: str, ids: list[str], wher
     """Mark the tenant's matching memories deleted; returns the ids that changed."""
     selected = _selection(ids, where)
     with neo4j.session() as session:
-        return session.execute_write(graph.soft_delete, tenant, selected, where, evolve_to or [],
+        return session.execute_write(queries.soft_delete, tenant, selected, where, evolve_to or [],
                                      utc_now(), with_twins)
 
 
@@ -33,4 +33,4 @@ def undelete_memories(neo4j: Neo4jResource, tenant: str, ids: list[str], where: 
     """Restore the tenant's matching deleted memories; returns the ids that changed."""
     selected = _selection(ids, where)
     with neo4j.session() as session:
-        return session.execute_write(graph.undelete, tenant, selected, where, with_twins)
+        return session.execute_write(queries.undelete, tenant, selected, where, with_twins)

@@ -4,12 +4,13 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field, model_validator
 
-from mem_assets.partitions import tenant_partitions
 from mem_assets.reorg.clustering import ClusteringParams, cluster_table
 from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
+from mem_assets.reorg.summarizers import SummarizerResource
 from mem_resources.embedder import EmbedderResource
+from mem_resources.metadata import count_table, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import SummarizerResource
+from mem_resources.partitions import tenant_partitions
 
 
 class CandidatesConfig(dg.Config):
@@ -39,24 +40,6 @@ class SummaryConfig(dg.Config):
         description="Stop between topics after this long; the next run continues (seed: 600 s).")
 
 
-def _markdown_table(frame: pd.DataFrame, limit: int = 10) -> dg.MetadataValue:
-    shown = frame.head(limit).astype(str).map(lambda text: text.replace("|", "/")[:120])
-    header = "| " + " | ".join(shown.columns) + " |\n|" + "---|" * len(shown.columns) + "\n"
-    rows = "".join("| " + " | ".join(row) + " |\n" for row in shown.itertuples(index=False))
-    return dg.MetadataValue.md(header + rows)
-
-
-def size_histogram(sizes: pd.Series, width: int = 30) -> str:
-    """A text bar chart of cluster sizes, one bar per size: readable at a glance in the UI."""
-    counts = sizes.value_counts().sort_index()
-    if counts.empty:
-        return "_no clusters_"
-    scale = width / counts.max()
-    bars = "\n".join(f"{size:>4} | {'#' * max(1, round(count * scale))} {count}"
-                     for size, count in counts.items())
-    return f"```\nsize | clusters\n{bars}\n```"
-
-
 @dg.asset(
     partitions_def=tenant_partitions,
     deps=["memory_items", "merged_nodes"],
@@ -71,8 +54,8 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
         "candidates": len(frame),
         "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
         "re_embedded": re_embedded,
-        "orphans_by_type": _markdown_table(counts, limit=20),
-        "preview": _markdown_table(frame[["id", "memory_type", "memory", "set_aside"]]),
+        "orphans_by_type": preview_table(counts, list(counts.columns)),
+        "preview": preview_table(frame, ["id", "memory_type", "memory", "set_aside"]),
     })
     return frame
 
@@ -96,8 +79,8 @@ def memory_clusters(context: dg.AssetExecutionContext, config: ClusteringConfig,
         "two_level_topics": int((leaves_per_topic > 1).sum()),
         "clustered": int(kept["size"].sum()),
         "left_unclustered": int(frame.loc[frame["status"] == "set_aside", "size"].sum()),
-        "cluster_sizes": dg.MetadataValue.md(size_histogram(kept["size"])),
-        "preview": _markdown_table(frame[["cluster", "status", "size"]]),
+        "cluster_sizes": count_table(kept["size"].value_counts().to_dict(), "size"),
+        "preview": preview_table(frame, ["cluster", "status", "size"]),
     })
     return frame
 
@@ -127,6 +110,6 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
         "llm_calls": outcome.usage.calls,
         "llm_prompt_tokens": outcome.usage.prompt_tokens,
         "llm_completion_tokens": outcome.usage.completion_tokens,
-        "preview": _markdown_table(frame[["level", "key", "value", "children"]]),
+        "preview": preview_table(frame, ["level", "key", "value", "children"]),
     })
     return frame

@@ -2,18 +2,18 @@
 
 import dagster as dg
 
-from mem_assets.check_results import offenders_result
-from mem_assets.partitions import tenant_partitions
+from mem_assets.reorg import queries
 from mem_assets.reorg.assets import summary_parents
-from mem_resources.graph import reorg as reorg_graph
+from mem_resources.metadata import offenders_result
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.partitions import tenant_partitions
 
 
 @dg.asset_check(asset=summary_parents, partitions_def=tenant_partitions, blocking=True)
 def parent_edges_acyclic(context: dg.AssetCheckExecutionContext, neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """Following PARENT edges never leads back to where it started."""
     with neo4j.session() as session:
-        return offenders_result(reorg_graph.parents_on_cycles(session, context.partition_key),
+        return offenders_result(session.execute_read(queries.parents_on_cycles, context.partition_key),
                                 "topics lie on a PARENT cycle")
 
 
@@ -22,7 +22,7 @@ def parents_have_two_members(context: dg.AssetCheckExecutionContext,
                              neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """Every topic groups at least two memories of its own tenant."""
     with neo4j.session() as session:
-        return offenders_result(reorg_graph.parents_with_few_members(session, context.partition_key),
+        return offenders_result(session.execute_read(queries.parents_with_few_members, context.partition_key),
                                 "topics have fewer than two members of their tenant")
 
 
@@ -31,7 +31,7 @@ def one_parent_per_level(context: dg.AssetCheckExecutionContext,
                          neo4j: Neo4jResource) -> dg.AssetCheckResult:
     """No activated memory sits under two topics of the same level."""
     with neo4j.session() as session:
-        return offenders_result(reorg_graph.nodes_with_two_parents_at_one_level(session, context.partition_key),
+        return offenders_result(session.execute_read(queries.nodes_with_two_parents_at_one_level, context.partition_key),
                                 "memories have two parents at one level")
 
 

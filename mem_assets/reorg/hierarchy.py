@@ -18,9 +18,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from mem_assets.reorg.summarizing import TermStats, extractive_summary, language_of, terms
+from mem_assets.reorg import queries
+from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
+from mem_assets.reorg.summarizing import (
+    TermStats,
+    extractive_summary,
+    terms,
+)
 from mem_resources.embedder import EmbedderResource
-from mem_resources.graph import reorg as reorg_graph
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
     MemoryItem,
@@ -30,7 +35,7 @@ from mem_resources.memory_model import (
     utc_now,
 )
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import SummarizerResource, TopicSummary
+from mem_resources.text import language_of
 
 TOPIC_CONFIDENCE = 0.66
 SET_ASIDE_SMALL = "small_cluster"
@@ -56,7 +61,7 @@ def parent_properties(tenant: str, memory_type: str, pid: str, summary: TopicSum
         memory=summary.value,
         metadata=MemoryMetadata(
             user_name=tenant, memory_type=memory_type, key=summary.key, tags=summary.tags,
-            background=summary.background, confidence=TOPIC_CONFIDENCE, type=reorg_graph.TOPIC_TYPE,
+            background=summary.background, confidence=TOPIC_CONFIDENCE, type=queries.TOPIC_TYPE,
             sources=[SourceMessage(type="memory", memory_id=child) for child in sorted(child_ids)],
             embedding=embedding.astype(float).tolist(), created_at=now, updated_at=now,
             payload_hash=pid.removeprefix("mem:"),
@@ -110,16 +115,16 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: st
     """
     columns: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
     with neo4j.session() as session:
-        counts = reorg_graph.orphan_counts(session, tenant)
+        counts = session.execute_read(queries.orphan_counts, tenant)
         eligible = [count.memory_type for count in counts if count.eligible(min_group_size)]
-        for orphan in reorg_graph.read_orphans(session, tenant, eligible) if eligible else ():
-            vector = orphan.embedding
-            columns["id"].append(orphan.id)
-            columns["memory_type"].append(orphan.memory_type)
-            columns["memory"].append(orphan.memory)
-            columns["set_aside"].append(orphan.set_aside)
-            columns["embedding"].append(None if vector is None or len(vector) != embedder.dimension
-                                        else np.asarray(vector, dtype=np.float32))
+        orphans = session.execute_read(queries.read_orphans, tenant, eligible,
+                                       embedder.dimension) if eligible else []
+    for orphan in orphans:
+        columns["id"].append(orphan.id)
+        columns["memory_type"].append(orphan.memory_type)
+        columns["memory"].append(orphan.memory)
+        columns["set_aside"].append(orphan.set_aside)
+        columns["embedding"].append(orphan.embedding)
     vectors = columns.pop("embedding")
     missing = [row for row, vector in enumerate(vectors) if vector is None]
     for row, vector in zip(missing, embedder.embed([columns["memory"][row] for row in missing]), strict=True):
@@ -173,8 +178,8 @@ class Reorganizer:
         deadline = self.clock() + time_budget_s
         small = [node for ids in clusters.loc[clusters["status"] == "set_aside", "node_ids"] for node in ids]
         with self.neo4j.session() as session:
-            self.outcome.set_aside_small = reorg_graph.mark_set_aside(
-                session, self.tenant, small, SET_ASIDE_SMALL)
+            self.outcome.set_aside_small = session.execute_write(
+                queries.mark_set_aside, self.tenant, small, SET_ASIDE_SMALL)
         kept = clusters[clusters["status"] == "kept"]
         for memory_type, of_type in kept.groupby("memory_type", sort=True):
             context = _TypeContext(candidates[candidates["memory_type"] == memory_type]
@@ -195,7 +200,7 @@ class Reorganizer:
     def _defer(self, remaining: list[pd.DataFrame]) -> None:
         ids = [node for leaves in remaining for node_ids in leaves["node_ids"] for node in node_ids]
         with self.neo4j.session() as session:
-            self.outcome.deferred_nodes += reorg_graph.mark_deferred(session, self.tenant, ids)
+            self.outcome.deferred_nodes += session.execute_write(queries.mark_deferred, self.tenant, ids)
 
     def _summary(self, context: _TypeContext, rows: list[int], label: str) -> TopicSummary | None:
         texts = context.typical_first(rows)
@@ -211,8 +216,8 @@ class Reorganizer:
 
     def _set_aside_rejected(self, node_ids: Sequence[str]) -> None:
         with self.neo4j.session() as session:
-            self.outcome.set_aside_rejected += reorg_graph.mark_set_aside(
-                session, self.tenant, node_ids, SET_ASIDE_REJECTED)
+            self.outcome.set_aside_rejected += session.execute_write(
+                queries.mark_set_aside, self.tenant, node_ids, SET_ASIDE_REJECTED)
 
     def _topic(self, memory_type: str, topic: str, leaves: list[list[str]], context: _TypeContext) -> None:
         all_ids = [node for leaf in leaves for node in leaf]
@@ -250,7 +255,7 @@ class Reorganizer:
         links = [{"parent": parent.id, "child": child}
                  for _, parent in pending for child in parent.child_ids]
         with self.neo4j.session() as session:
-            written = reorg_graph.write_topics(session, self.tenant, props, links)
+            written = session.execute_write(queries.write_topics, self.tenant, props, links)
         self.outcome.parents_created += written.parents_created
         self.outcome.edges_created += written.edges_created
         self.outcome.parents.extend(

@@ -3,17 +3,19 @@
 Written by hand because ``build_schedule_from_partitioned_job`` refuses dynamic partitions.
 """
 
-import os
 from datetime import UTC, datetime
 
 import dagster as dg
 
-from mem_assets.partitions import tenant_partitions
-from mem_assets.reorg.assets import CandidatesConfig, memory_clusters, reorg_candidates, summary_parents
-from mem_resources.graph import reorg as reorg_graph
+from mem_assets.reorg import queries
+from mem_assets.reorg.assets import (
+    CandidatesConfig,
+    memory_clusters,
+    reorg_candidates,
+    summary_parents,
+)
 from mem_resources.neo4j_resource import Neo4jResource
-
-REORG_CRON = os.environ.get("MEMTEND_REORG_CRON", "0 3 * * *")
+from mem_resources.partitions import tenant_partitions
 
 reorg_job = dg.define_asset_job(
     "reorg_job",
@@ -29,17 +31,21 @@ def eligible_tenants(neo4j: Neo4jResource, tenants: list[str], min_group_size: i
     with neo4j.session() as session:
         return [tenant for tenant in tenants
                 if any(count.eligible(min_group_size)
-                       for count in reorg_graph.orphan_counts(session, tenant))]
+                       for count in session.execute_read(queries.orphan_counts, tenant))]
 
 
-@dg.schedule(cron_schedule=REORG_CRON, job=reorg_job, execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING)
-def reorg_schedule(context: dg.ScheduleEvaluationContext,
-                   neo4j: Neo4jResource) -> list[dg.RunRequest] | dg.SkipReason:
-    """One run per eligible tenant; the run key (day, tenant) keeps a day from running it twice."""
-    day = (context.scheduled_execution_time or datetime.now(UTC)).strftime("%Y-%m-%d")
-    tenants = context.instance.get_dynamic_partitions(tenant_partitions.name)
-    eligible = eligible_tenants(neo4j, tenants, CandidatesConfig().min_group_size)
-    if not eligible:
-        return dg.SkipReason(f"none of {len(tenants)} tenants has enough new orphan memories")
-    return [dg.RunRequest(partition_key=tenant, run_key=f"reorg-{day}-{tenant}") for tenant in eligible]
+def build_reorg_schedule(cron: str, default_status: dg.DefaultScheduleStatus) -> dg.ScheduleDefinition:
+    @dg.schedule(name="reorg_schedule", cron_schedule=cron, job=reorg_job, execution_timezone="UTC",
+                 default_status=default_status)
+    def reorg_schedule(context: dg.ScheduleEvaluationContext,
+                       neo4j: Neo4jResource) -> list[dg.RunRequest] | dg.SkipReason:
+        """One run per eligible tenant; the run key (day, tenant) keeps a day from running it twice."""
+        day = (context.scheduled_execution_time or datetime.now(UTC)).strftime("%Y-%m-%d")
+        tenants = context.instance.get_dynamic_partitions(tenant_partitions.name)
+        eligible = eligible_tenants(neo4j, tenants, CandidatesConfig().min_group_size)
+        if not eligible:
+            return dg.SkipReason(f"none of {len(tenants)} tenants has enough new orphan memories")
+        return [dg.RunRequest(partition_key=tenant, run_key=f"reorg-{day}-{tenant}")
+                for tenant in eligible]
+
+    return reorg_schedule

@@ -8,24 +8,16 @@ the background is written in the language most of the members are written in.
 
 from __future__ import annotations
 
-import logging
 import math
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 
-import jieba
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from mem_resources.summarizers import TopicSummary
+from mem_assets.reorg.summarizers import TopicSummary
+from mem_resources.text import chinese_words, is_chinese, tokens
 
-jieba.setLogLevel(logging.WARNING)
-
-_WORD = re.compile(r"[a-z][a-z0-9+#'-]{2,}|[\u3400-\u9fff\uf900-\ufaff]+")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _CJK_STOP = frozenset({"我们", "你们", "他们", "今天", "昨天", "一个", "这个", "那个", "已经", "最近",
                        "每天", "每次", "每周", "因为", "所以", "但是", "就是", "还是", "没有", "特别",
                        "用户", "一次", "一只", "一家", "大约"})
@@ -33,29 +25,18 @@ _CJK_STOP = frozenset({"我们", "你们", "他们", "今天", "昨天", "一个
 _EN_STOP = ENGLISH_STOP_WORDS | {"user", "users"}
 
 
-@lru_cache(maxsize=1 << 16)
-def _chinese_words(run: str) -> tuple[str, ...]:
-    """jieba words of one run of Chinese characters; runs repeat a lot, so they are cached."""
-    return tuple(w for w in jieba.lcut(run, HMM=False) if len(w) >= 2 and w not in _CJK_STOP)
-
-
 def terms(text: str) -> set[str]:
     """Content words: English words of 3+ letters minus stop words, Chinese words of 2+ characters."""
     found: set[str] = set()
-    for token in _WORD.findall(unicodedata.normalize("NFKC", text).lower()):
-        if _CJK.match(token):
-            found.update(_chinese_words(token))
-        else:
+    for token in tokens(text):
+        if is_chinese(token):
+            found.update(w for w in chinese_words(token, hmm=False)
+                         if len(w) >= 2 and w not in _CJK_STOP)
+        elif len(token) >= 3 and token[0].isalpha():
             word = token.removesuffix("'s")
             if word not in _EN_STOP:
                 found.add(word)
     return found
-
-
-def language_of(texts: Sequence[str]) -> str:
-    """``zh`` when most texts contain Chinese characters, else ``en``."""
-    chinese = sum(1 for text in texts if _CJK.search(text))
-    return "zh" if chinese * 2 > len(texts) else "en"
 
 
 class TermStats:

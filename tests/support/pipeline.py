@@ -9,6 +9,7 @@ from typing import Any
 
 import dagster as dg
 
+from mem_assets.context_graph.resources import ContextProfiles
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
@@ -32,6 +33,7 @@ def base_resources(neo4j: Neo4jResource, inbox_root: Path, quarantine: Path) -> 
         "neo4j": neo4j,
         "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
         "inbox": InboxResource(root=str(inbox_root), quarantine_dir=str(quarantine)),
+        "context_profiles": ContextProfiles(),
     }
 
 

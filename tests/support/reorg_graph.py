@@ -9,6 +9,7 @@ import dagster as dg
 
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
+from mem_assets.reorg.summarizers import ExtractiveSummarizer, SummarizerResource
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.memory_model import (
     MemoryItem,
@@ -19,7 +20,6 @@ from mem_resources.memory_model import (
     utc_now,
 )
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.summarizers import ExtractiveSummarizer, SummarizerResource
 
 REORG_ASSETS = [reorg_candidates, memory_clusters, summary_parents, *reorg_checks]
 

@@ -7,8 +7,13 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from mem_resources.context_model import (
-    ContextConfig, ContextError, ContextRecord, TenantContext, build_rows, context_memory_id,
+from mem_assets.context_graph.records import (
+    ContextConfig,
+    ContextError,
+    ContextRecord,
+    TenantContext,
+    build_rows,
+    context_memory_id,
 )
 from mem_resources.memory_model import memory_id, payload_hash
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from mem_assets.dedup.candidates import NodeVectors, find_candidates, index_candidates, largest_per_row
+from mem_assets.dedup.candidates import (
+    NodeVectors,
+    find_candidates,
+    index_candidates,
+    largest_per_row,
+)
 
 
 def _nodes(ids, types, hashes, vectors) -> NodeVectors:

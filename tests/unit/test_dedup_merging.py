@@ -6,8 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
-from mem_assets.dedup.merging import merged_id, merged_item, plan_resolutions, superseded_survivor
-from mem_resources.judges import OfflineJudge
+from mem_assets.dedup.judges import OfflineJudge
+from mem_assets.dedup.planning import (
+    merged_id,
+    merged_item,
+    plan_resolutions,
+    superseded_survivor,
+)
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -83,7 +88,7 @@ def test_superseded_survivor_gains_history_and_version():
 
 
 def test_resolutions_sharing_a_node_run_in_order_in_separate_rounds():
-    from mem_assets.dedup.merging import MergePlan, SupersedePlan
+    from mem_assets.dedup.planning import MergePlan, SupersedePlan
     from mem_assets.dedup.resolution import rounds
 
     merges = [MergePlan("m1", ("a", "b"), "t", UpdateType.DUPLICATE, ""),

@@ -6,7 +6,12 @@ import math
 import pytest
 from neo4j.time import DateTime
 
-from mem_assets.lifecycle.codec import CodecError, decode_value, dumps_line, encode_value
+from mem_assets.lifecycle.codec import (
+    CodecError,
+    decode_value,
+    dumps_line,
+    encode_value,
+)
 from tests.support.lifecycle import EXOTIC
 
 

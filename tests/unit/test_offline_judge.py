@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mem_resources.judges import OfflineJudge
-from mem_resources.offline_judge import informativeness, judge
+from mem_assets.dedup.judges import OfflineJudge
+from mem_assets.dedup.offline_judge import informativeness, judge
 
 LABELED = [json.loads(line) for line in
            (Path(__file__).parents[1] / "data" / "labeled_pairs.jsonl").read_text("utf-8").splitlines()]

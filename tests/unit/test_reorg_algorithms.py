@@ -5,10 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mem_assets.reorg.clustering import ClusteringParams, plan_clusters, purity, split_to_max
+from mem_assets.reorg.clustering import (
+    ClusteringParams,
+    plan_clusters,
+    purity,
+    split_to_max,
+)
 from mem_assets.reorg.hierarchy import parent_id
-from mem_assets.reorg.summarizing import TermStats, extractive_summary, language_of, terms
+from mem_assets.reorg.summarizing import (
+    TermStats,
+    extractive_summary,
+    terms,
+)
 from mem_resources.embedder import hashing_embed
+from mem_resources.text import language_of
 from tests.support.topic_corpus import topic_memories
 
 

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from mem_assets.context_graph.schema_doc import (
-    Severity, as_reference, breaking, build_document, diff, load_document, REFERENCE_PATH,
-    render_diff_markdown, render_markdown,
+    REFERENCE_PATH,
+    Severity,
+    as_reference,
+    breaking,
+    build_document,
+    diff,
+    load_document,
+    render_diff_markdown,
+    render_markdown,
 )
 
 MEM, CHAR, CONV = ["Node", "MemoryItem"], ["Character"], ["Conversation"]

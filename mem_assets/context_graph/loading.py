@@ -14,16 +14,25 @@ from datetime import datetime
 from itertools import islice
 from pathlib import Path
 
-from mem_assets.ingest.nodes import build_nodes, plan
-from mem_assets.ingest.parsing import RAW_PREVIEW_CHARS, MemoryItemIn, parse_jsonl
-from mem_resources.context_model import (
-    ContextConfig, ContextError, ContextRecord, ContextRows, Role, TenantContext, add_record, owner_role,
+from mem_assets.context_graph import queries
+from mem_assets.context_graph.records import (
+    ContextConfig,
+    ContextError,
+    ContextRecord,
+    ContextRows,
+    Role,
+    TenantContext,
+    add_record,
+    owner_role,
 )
+from mem_resources import memory_queries
 from mem_resources.embedder import EmbedderResource
-from mem_resources.graph import context, memories
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
+from mem_resources.ledger import ingest_new_files
 from mem_resources.memory_model import SourceMessage, utc_now
+from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.parsing import RAW_PREVIEW_CHARS, MemoryItemIn, parse_jsonl
 
 CONTEXT_FOLDER = "context"
 PREVIEW_ROWS = 10
@@ -48,13 +57,6 @@ class ContextIngestReport:
     working_trimmed: int = 0
     rejection_kinds: Counter[str] = field(default_factory=Counter)
     preview: list[dict[str, str]] = field(default_factory=list)
-
-
-def load_config(path: str | None) -> ContextConfig:
-    """The per-tenant context config (JSON); no file means records must carry their own ids."""
-    if not path:
-        return ContextConfig()
-    return ContextConfig.model_validate_json(Path(path).read_text(encoding="utf-8"))
 
 
 def context_files(inbox: InboxResource, tenant: str) -> list[InboxFile]:
@@ -102,11 +104,11 @@ def write_batch(tenant: str, records: list[ParsedRecord], file_name: str, profil
         return rejections
     planned = plan(tenant, [memory_input(record) for record in placed])
     with neo4j.session() as session:
-        present = session.execute_read(memories.existing_ids, tenant, [p.node_id for p in planned])
+        present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
         fresh = [p for p in planned if p.node_id not in present]
         vectors = embedder.embed([p.item.memory for p in fresh])
         nodes = build_nodes(tenant, fresh, vectors, now)
-        summary = context.write_context(session, tenant, nodes, rows,
+        summary = queries.write_context(session, tenant, nodes, rows,
                                         profile.single_valued_predicates, now)
     report.accepted += len(placed)
     report.new_memories += len(fresh)
@@ -130,14 +132,8 @@ def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource
     report = ContextIngestReport()
     profile = config.for_tenant(tenant)
     now = utc_now()
-    with neo4j.session() as session:
-        done = session.execute_read(memories.ingested_file_hashes, tenant)
-    for file in context_files(inbox, tenant):
-        sha = file.sha256()
-        key = ledger_key(sha)
-        if key in done:
-            report.files_already_ingested.append(file.path.name)
-            continue
+
+    def ingest(file: InboxFile) -> dict[str, int]:
         before = (report.accepted, report.rejected, report.new_memories)
         for chunk in _chunks(parse_records(file.path), batch_size):
             parsed = [entry for entry in chunk if isinstance(entry, ParsedRecord)]
@@ -147,16 +143,14 @@ def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource
                 inbox.quarantine(tenant, rejections)
                 report.rejected += len(rejections)
                 report.rejection_kinds.update(r.kind for r in rejections)
-        with neo4j.session() as session:
-            session.execute_write(memories.record_ingested_file, tenant, {
-                "sha256": key, "content_sha256": sha, "kind": "context", "path": str(file.path),
-                "name": file.path.name, "ingested_at": now, "accepted": report.accepted - before[0],
-                "rejected": report.rejected - before[1], "new": report.new_memories - before[2],
-            })
-        done.add(key)
-        report.files_ingested.append(file.path.name)
+        return {"accepted": report.accepted - before[0], "rejected": report.rejected - before[1],
+                "new": report.new_memories - before[2]}
+
+    ledger = ingest_new_files(neo4j, tenant, context_files(inbox, tenant), now, ingest,
+                              key_of=ledger_key, extra={"kind": "context"})
+    report.files_ingested, report.files_already_ingested = ledger.ingested, ledger.already_ingested
     if report.new_memories:
         with neo4j.session() as session:
             report.working_trimmed = session.execute_write(
-                memories.trim_working_memory, tenant, working_memory_capacity, now)
+                memory_queries.trim_working_memory, tenant, working_memory_capacity, now)
     return report

@@ -13,6 +13,15 @@ from mem_resources.memory_model import MemoryItem, MemoryStatus, MemoryType
 WORKING_TRIM_REASON = "working_memory_trim"
 
 
+def live_memory(var: str) -> str:
+    """Cypher predicate on node ``var``: a memory dedup and reorganization work on. Nodes other
+    writers put in may lack our properties, so a missing status counts as activated and a missing
+    memory type as LongTermMemory; working-memory copies and topic parents are left out."""
+    return (f"coalesce({var}.status, 'activated') = 'activated' "
+            f"AND coalesce({var}.memory_type, 'LongTermMemory') <> 'WorkingMemory' "
+            f"AND coalesce({var}.type, 'fact') <> 'topic'")
+
+
 def existing_ids(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> set[str]:
     result = tx.run(
         "UNWIND $ids AS id MATCH (m:MemoryItem {user_name: $tenant, id: id}) RETURN m.id AS id",

@@ -13,11 +13,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from neo4j import ManagedTransaction, Session
+from neo4j import ManagedTransaction
 from pydantic import AwareDatetime, BaseModel, Field
 
-from mem_resources.graph.schema import TENANT_SCOPED_LABELS
 from mem_resources.memory_model import MemoryStatus
+from mem_resources.schema import TENANT_SCOPED_LABELS
 
 KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
 
@@ -25,10 +25,6 @@ KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
 def quote_name(name: str) -> str:
     """A label or relationship type as a Cypher identifier, whatever characters it holds."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def key_label(labels: list[str]) -> str | None:
-    return next((label for label in KEY_LABELS if label in labels), None)
 
 
 # --- soft delete -------------------------------------------------------------------------------
@@ -184,12 +180,12 @@ def external_relationships(tx: ManagedTransaction, tenant: str, label: str, ids:
     return record["n"] if record else 0
 
 
-def tenant_node_count(session: Session, tenant: str) -> int:
+def tenant_node_count(tx: ManagedTransaction, tenant: str) -> int:
     """Nodes of the tenant under any key label (index seeks, no full scan)."""
     total = 0
     for label in KEY_LABELS:
         earlier = list(KEY_LABELS[:KEY_LABELS.index(label)])
-        record = session.run(
+        record = tx.run(
             f"MATCH (n:{quote_name(label)}) WHERE n.user_name = $tenant "
             "AND NOT any(other IN labels(n) WHERE other IN $earlier) RETURN count(n) AS n",
             tenant=tenant, earlier=earlier,

@@ -1,11 +1,11 @@
 """Export the live graph's schema, and diff two schema documents or a live graph against the reference.
 
-    python -m mem_assets.context_graph.schema_cli export [--tenant T] [--format md|json] [--output F]
-    python -m mem_assets.context_graph.schema_cli diff [--reference R] (--candidate C | --tenant T | --all-tenants)
-    python -m mem_assets.context_graph.schema_cli reference --tenant T [--output F]
+    memtend schema export [--tenant T] [--format md|json] [--output F]
+    memtend schema diff [--reference R] (--candidate C | --tenant T | --all-tenants)
+    memtend schema reference --tenant T [--output F]
 
 ``diff`` exits with status 1 when a difference is breaking. The server is ``$NEO4J_URI`` or the
-local one (``python -m mem_resources.local_neo4j up``).
+local one (``make neo4j-up``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from typing import Annotated
 import typer
 
 from mem_assets.context_graph import schema_doc
-from mem_assets.resources import build_resources
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import load_settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Export the live graph's schema; diff it against the reference.")
 
 
 class OutputFormat(StrEnum):
@@ -35,7 +36,7 @@ Format = Annotated[OutputFormat, typer.Option("--format", help="Markdown or JSON
 
 
 def _neo4j() -> Neo4jResource:
-    return build_resources()["neo4j"]
+    return Neo4jResource.from_settings(load_settings())
 
 
 def _emit(text: str, output: Path | None) -> None:

@@ -3,7 +3,7 @@
 Every metadata node is MERGEd on ``(user_name, id)`` — the key of the per-label uniqueness
 constraints in ``schema.py`` — so a realtime writer and an offline import, even running at once,
 meet on the same Character, Conversation and Scene nodes. Edges are MERGEd with the seed's fixed
-directions. Memory nodes are written by the memtend memory writer (``graph.memories``), so they
+directions. Memory nodes are written by the memtend memory writer (``mem_resources.memory_queries``), so they
 are the same nodes dedup and reorganization work on; this module adds seed 002's properties and
 the context edges. A memory that dedup already merged away hands its new context edges to its
 ``MERGED_TO`` successor.
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from neo4j import ManagedTransaction, Session
 
-from mem_resources.context_model import ACTIVE, SUPERSEDED, ContextRows
-from mem_resources.graph import memories
+from mem_assets.context_graph.records import ACTIVE, SUPERSEDED, ContextRows
+from mem_resources import memory_queries
 from mem_resources.memory_model import MemoryItem
 
 _MERGE_CHARACTERS = """
@@ -146,7 +147,7 @@ def supersede_conflicting_claims(tx: ManagedTransaction, tenant: str, predicate_
 
 def _write(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem], rows: ContextRows,
            single_valued: list[str], now: datetime) -> WriteSummary:
-    created = memories.write_memories(tx, tenant, nodes) if nodes else 0
+    created = memory_queries.write_memories(tx, tenant, nodes) if nodes else 0
     for query, family in (
         (_MERGE_CHARACTERS, rows.characters), (_MERGE_USERS, rows.users),
         (_MERGE_AGENTS, rows.agents), (_MERGE_SCENES, rows.scenes),
@@ -169,3 +170,61 @@ def write_context(session: Session, tenant: str, nodes: list[MemoryItem], rows: 
     writer (long-term node and working-memory twin); the context then attaches to them.
     """
     return session.execute_write(_write, tenant, nodes, rows, single_valued, now)
+
+
+# Schema export: aggregated in Cypher, so only summary rows leave Neo4j.
+#
+# Nodes are grouped by label set, id prefix (``mem:``, ``char:``, …) and id format — the id after
+# its prefix with every run of characters other than ``:`` and ``|`` folded to ``<x>``, and md5s,
+# dates and chapters named (``<md5>``, ``<date>``, ``ch<n>``). ``$tenant`` null means every tenant.
+_SCOPE = "($tenant IS NULL OR n.user_name = $tenant)"
+_PREFIX = ("CASE WHEN {v}.id IS :: STRING AND {v}.id CONTAINS ':' "
+           "THEN split({v}.id, ':')[0] + ':' ELSE '' END")
+
+_NODE_GROUPS = f"""
+MATCH (n) WHERE {_SCOPE}
+WITH labels(n) AS labels, {_PREFIX.format(v='n')} AS prefix, n.id AS id
+WITH labels, prefix, CASE WHEN prefix = '' THEN '' ELSE substring(id, size(prefix)) END AS rest
+WITH labels, prefix,
+     CASE WHEN prefix = '' THEN ''
+          WHEN rest =~ '[0-9a-f]{{32}}' THEN '<md5>'
+          WHEN rest =~ '[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}' THEN '<date>'
+          WHEN rest =~ 'ch[0-9]+' THEN 'ch<n>'
+          ELSE reduce(shape = '', c IN split(rest, '') |
+                      CASE WHEN c IN [':', '|'] THEN shape + c
+                           WHEN shape ENDS WITH '<x>' THEN shape
+                           ELSE shape + '<x>' END)
+     END AS id_format
+RETURN labels, prefix, id_format, count(*) AS count
+"""
+
+_NODE_PROPERTIES = f"""
+MATCH (n) WHERE {_SCOPE}
+WITH labels(n) AS labels, {_PREFIX.format(v='n')} AS prefix, keys(n) AS keys
+UNWIND keys AS key
+RETURN labels, prefix, key, count(*) AS count
+"""
+
+_RELATIONSHIPS = f"""
+MATCH (n)-[r]->(m) WHERE {_SCOPE}
+RETURN type(r) AS type,
+       labels(n) AS source_labels, {_PREFIX.format(v='n')} AS source_prefix,
+       labels(m) AS target_labels, {_PREFIX.format(v='m')} AS target_prefix,
+       count(*) AS count,
+       sum(CASE WHEN n.user_name = m.user_name THEN 0 ELSE 1 END) AS cross_tenant
+"""
+
+
+def node_groups(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
+    """One row per (labels, prefix, id_format) with its node count."""
+    return [record.data() for record in tx.run(_NODE_GROUPS, tenant=tenant)]
+
+
+def node_properties(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
+    """One row per (labels, prefix, property key) with how many nodes carry the key."""
+    return [record.data() for record in tx.run(_NODE_PROPERTIES, tenant=tenant)]
+
+
+def relationships(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
+    """One row per (type, source labels/prefix, target labels/prefix), with cross-tenant count."""
+    return [record.data() for record in tx.run(_RELATIONSHIPS, tenant=tenant)]

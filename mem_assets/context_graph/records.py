@@ -4,7 +4,7 @@ A realtime chat pipeline and an offline batch import describe each memory the sa
 with a ``[User]`` / ``[Agent]`` prefix, who the user and agent are, the scene, the conversation
 (``conv:YYYY-MM-DD`` for realtime, ``conv:chNN`` for offline chapters) and optional claims.
 This module validates those records and turns a batch into the rows the Cypher writer
-(``mem_resources.graph.context``) MERGEs — pure code, no Neo4j.
+(``mem_assets.context_graph.queries``) MERGEs — pure code, no Neo4j.
 """
 
 from __future__ import annotations
@@ -17,10 +17,21 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator,
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
 )
 
-from mem_resources.memory_model import MemoryType, memory_id, normalize_text, payload_hash
+from mem_resources.memory_model import (
+    MemoryType,
+    memory_id,
+    normalize_text,
+    payload_hash,
+)
 
 #: Node type by id prefix (seed 002, "节点类型").
 NODE_TYPE_BY_PREFIX = {
@@ -28,7 +39,6 @@ NODE_TYPE_BY_PREFIX = {
     "user:": "User", "agent:": "Agent", "claim:": "Claim", "dom:": "Domain", "pred:": "Predicate",
     "topic:": "Topic",
 }
-PREFIX_BY_NODE_TYPE = {node_type: prefix for prefix, node_type in NODE_TYPE_BY_PREFIX.items()}
 
 #: Relationship type → (source type, target type): seed 002's twelve, with their fixed directions.
 RELATIONSHIPS = {

@@ -11,13 +11,14 @@ from itertools import islice
 
 from neo4j import ManagedTransaction
 
-from mem_assets.ingest.nodes import PlannedMemory, build_nodes, plan
-from mem_assets.ingest.parsing import ParsedLine, parse_lines
+from mem_resources import memory_queries
 from mem_resources.embedder import EmbedderResource
-from mem_resources.graph import memories
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
+from mem_resources.ledger import ingest_new_files
 from mem_resources.memory_model import MemoryItem, utc_now
+from mem_resources.memory_nodes import PlannedMemory, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.parsing import ParsedLine, parse_lines
 
 PREVIEW_ROWS = 10
 
@@ -55,7 +56,7 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
     accepted = [entry.item for entry in chunk if isinstance(entry, ParsedLine)]
     planned = plan(tenant, accepted)
     with neo4j.session() as session:
-        present = session.execute_read(memories.existing_ids, tenant, [p.node_id for p in planned])
+        present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
     fresh = [p for p in planned if p.node_id not in present and p.node_id not in in_flight]
     vectors = embedder.embed([p.item.memory for p in fresh])
     return PreparedChunk(
@@ -68,8 +69,8 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
 def _write_and_trim(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem],
                     working_memory_capacity: int, now: datetime) -> tuple[int, int]:
     """One transaction per chunk: working memory never exceeds capacity + one chunk."""
-    created = memories.write_memories(tx, tenant, nodes)
-    return created, memories.trim_working_memory(tx, tenant, working_memory_capacity, now)
+    created = memory_queries.write_memories(tx, tenant, nodes)
+    return created, memory_queries.trim_working_memory(tx, tenant, working_memory_capacity, now)
 
 
 def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResource,
@@ -112,22 +113,14 @@ def ingest_tenant(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
     """Ingest every inbox file of ``tenant`` not in the ledger; a file is recorded once done."""
     report = IngestReport()
     now = utc_now()
-    with neo4j.session() as session:
-        done = session.execute_read(memories.ingested_file_hashes, tenant)
-    for file in inbox.files(tenant):
-        sha = file.sha256()
-        if sha in done:
-            report.files_already_ingested.append(file.path.name)
-            continue
+
+    def ingest(file: InboxFile) -> dict[str, int]:
         before = (report.accepted, report.rejected, report.new)
         ingest_file(file, neo4j, embedder, inbox, batch_size, max_chars,
                     working_memory_capacity, report, now)
-        with neo4j.session() as session:
-            session.execute_write(memories.record_ingested_file, tenant, {
-                "sha256": sha, "path": str(file.path), "name": file.path.name,
-                "ingested_at": now, "accepted": report.accepted - before[0],
-                "rejected": report.rejected - before[1], "new": report.new - before[2],
-            })
-        done.add(sha)
-        report.files_ingested.append(file.path.name)
+        return {"accepted": report.accepted - before[0], "rejected": report.rejected - before[1],
+                "new": report.new - before[2]}
+
+    ledger = ingest_new_files(neo4j, tenant, inbox.files(tenant), now, ingest)
+    report.files_ingested, report.files_already_ingested = ledger.ingested, ledger.already_ingested
     return report

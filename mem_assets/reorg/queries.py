@@ -1,6 +1,7 @@
 """Cypher for the hierarchical reorganization: orphans in, summary parents and PARENT edges out.
 
-An orphan is an activated, non-topic, non-working memory of the tenant with no PARENT edge.
+An orphan is a live memory of the tenant (``memory_queries.live_memory``: the same predicate dedup
+uses) with no PARENT edge.
 Orphans that landed in a too-small cluster carry ``reorg_set_aside_at`` (and a reason) so they are
 not re-clustered every cycle; orphans whose cluster did not fit in a run's time budget carry
 ``reorg_deferred_at`` so the next run picks them up whatever their number. Both markers are
@@ -9,18 +10,21 @@ removed when the node gets a parent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from neo4j import ManagedTransaction, Session
+import numpy as np
+from neo4j import ManagedTransaction
+
+from mem_resources.memory_queries import live_memory
 
 TOPIC_TYPE = "topic"
 
-_ORPHANS = """
-MATCH (m:MemoryItem {user_name: $tenant, status: 'activated'})
-WHERE m.memory_type <> 'WorkingMemory' AND coalesce(m.type, '') <> 'topic'
-  AND NOT EXISTS { (m)-[:PARENT]-() }
+_ORPHANS = f"""
+MATCH (m:MemoryItem {{user_name: $tenant}})
+WHERE {live_memory("m")}
+  AND NOT EXISTS {{ (m)-[:PARENT]-() }}
 """
 
 
@@ -41,15 +45,15 @@ class Orphan:
     id: str
     memory_type: str
     memory: str
-    embedding: list[float] | None
+    embedding: np.ndarray | None
     set_aside: bool
 
 
-def orphan_counts(session: Session, tenant: str) -> list[OrphanCount]:
+def orphan_counts(tx: ManagedTransaction, tenant: str) -> list[OrphanCount]:
     """Per memory type: fresh orphans (never set aside), set-aside ones, deferred ones."""
-    result = session.run(
+    result = tx.run(
         _ORPHANS + """
-        RETURN m.memory_type AS memory_type,
+        RETURN coalesce(m.memory_type, 'LongTermMemory') AS memory_type,
                count(CASE WHEN m.reorg_set_aside_at IS NULL THEN 1 END) AS fresh,
                count(m.reorg_set_aside_at) AS set_aside,
                count(m.reorg_deferred_at) AS deferred
@@ -60,27 +64,34 @@ def orphan_counts(session: Session, tenant: str) -> list[OrphanCount]:
     return [OrphanCount(**record.data()) for record in result]
 
 
-def read_orphans(session: Session, tenant: str, memory_types: Sequence[str]) -> Iterator[Orphan]:
+def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
+                 dimension: int) -> list[Orphan]:
     """All orphans of the given memory types, in no particular order (sort them in the client:
-    a server-side ORDER BY would hold every embedding in the database's heap at once)."""
-    result = session.run(
+    a server-side ORDER BY would hold every embedding in the database's heap at once). Vectors
+    become float32 arrays as they stream in; one of another dimension comes back as None."""
+    result = tx.run(
         _ORPHANS + """
-        AND m.memory_type IN $memory_types
-        RETURN m.id AS id, m.memory_type AS memory_type, coalesce(m.memory, m.data, '') AS memory,
+        AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
+        RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, coalesce(m.memory, m.data, '') AS memory,
                m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside
         """,
         tenant=tenant, memory_types=list(memory_types),
     )
+    orphans = []
     for record in result:
-        yield Orphan(record["id"], record["memory_type"], record["memory"], record["embedding"],
-                     record["set_aside"])
+        vector = record["embedding"]
+        embedding = (np.asarray(vector, dtype=np.float32)
+                     if vector is not None and len(vector) == dimension else None)
+        orphans.append(Orphan(record["id"], record["memory_type"], record["memory"], embedding,
+                              record["set_aside"]))
+    return orphans
 
 
-def mark_set_aside(session: Session, tenant: str, ids: Sequence[str], reason: str) -> int:
+def mark_set_aside(tx: ManagedTransaction, tenant: str, ids: Sequence[str], reason: str) -> int:
     """Remember orphans left out of every cluster, so only new orphans trigger another pass."""
     if not ids:
         return 0
-    record = session.run(
+    record = tx.run(
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id})
@@ -94,11 +105,11 @@ def mark_set_aside(session: Session, tenant: str, ids: Sequence[str], reason: st
     return record["marked"] if record else 0
 
 
-def mark_deferred(session: Session, tenant: str, ids: Sequence[str]) -> int:
+def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> int:
     """Orphans of clusters a run had no time left for: the next run takes them first."""
     if not ids:
         return 0
-    record = session.run(
+    record = tx.run(
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id})
@@ -117,8 +128,15 @@ class TopicWrite:
     edges_created: int
 
 
-def _write_topics(tx: ManagedTransaction, tenant: str, parents: list[dict[str, Any]],
-                  links: list[dict[str, str]]) -> TopicWrite:
+def write_topics(tx: ManagedTransaction, tenant: str, parents: list[dict[str, Any]],
+                 links: list[dict[str, str]]) -> TopicWrite:
+    """Summary parents and their PARENT edges (parent → child) in one transaction: all or nothing.
+
+    Parents are MERGEd on their deterministic id and only filled on creation, so writing the same
+    clusters again changes nothing.
+    """
+    if any(props["user_name"] != tenant for props in parents):
+        raise ValueError("a summary parent must belong to the tenant it is written for")
     created = tx.run(
         """
         UNWIND $parents AS props
@@ -142,20 +160,8 @@ def _write_topics(tx: ManagedTransaction, tenant: str, parents: list[dict[str, A
     return TopicWrite(parents_created=created, edges_created=edges)
 
 
-def write_topics(session: Session, tenant: str, parents: list[dict[str, Any]],
-                 links: list[dict[str, str]]) -> TopicWrite:
-    """Summary parents and their PARENT edges (parent → child) in one transaction: all or nothing.
-
-    Parents are MERGEd on their deterministic id and only filled on creation, so writing the same
-    clusters again changes nothing.
-    """
-    if any(props["user_name"] != tenant for props in parents):
-        raise ValueError("a summary parent must belong to the tenant it is written for")
-    return session.execute_write(_write_topics, tenant, parents, links)
-
-
-def parents_on_cycles(session: Session, tenant: str, limit: int = 20) -> list[str]:
-    result = session.run(
+def parents_on_cycles(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[str]:
+    result = tx.run(
         """
         MATCH (p:MemoryItem {user_name: $tenant, type: $topic})
         WHERE EXISTS { (p)-[:PARENT*1..]->(p) }
@@ -166,9 +172,9 @@ def parents_on_cycles(session: Session, tenant: str, limit: int = 20) -> list[st
     return [record["id"] for record in result]
 
 
-def parents_with_few_members(session: Session, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
+def parents_with_few_members(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
     """Topics with fewer than two children of their own tenant (a child of another tenant counts 0)."""
-    result = session.run(
+    result = tx.run(
         """
         MATCH (p:MemoryItem {user_name: $tenant, type: $topic})
         OPTIONAL MATCH (p)-[:PARENT]->(c:MemoryItem {user_name: $tenant})
@@ -181,9 +187,9 @@ def parents_with_few_members(session: Session, tenant: str, limit: int = 20) -> 
     return [record.data() for record in result]
 
 
-def nodes_with_two_parents_at_one_level(session: Session, tenant: str,
+def nodes_with_two_parents_at_one_level(tx: ManagedTransaction, tenant: str,
                                         limit: int = 20) -> list[dict[str, Any]]:
-    result = session.run(
+    result = tx.run(
         """
         MATCH (c:MemoryItem {user_name: $tenant, status: 'activated'})<-[:PARENT]-(p:MemoryItem)
         WITH c, p.reorg_level AS level, count(p) AS parents
@@ -195,9 +201,9 @@ def nodes_with_two_parents_at_one_level(session: Session, tenant: str,
     return [record.data() for record in result]
 
 
-def topic_tree(session: Session, tenant: str) -> list[dict[str, Any]]:
+def topic_tree(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
     """Every PARENT edge of the tenant with the parent's level: for inspection and tests."""
-    result = session.run(
+    result = tx.run(
         """
         MATCH (p:MemoryItem {user_name: $tenant, type: $topic})-[:PARENT]->(c:MemoryItem)
         RETURN p.id AS parent, p.reorg_level AS level, c.id AS child, c.type AS child_type

@@ -15,7 +15,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from mem_resources.judges import Fusion, Label
+from mem_assets.dedup.judges import Fusion, Label
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
     ArchivedVersion,

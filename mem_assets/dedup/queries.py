@@ -15,18 +15,15 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
-from mem_resources.graph.schema import VECTOR_INDEX
+from mem_resources.memory_queries import live_memory
+from mem_resources.schema import VECTOR_INDEX
 
 WORKING = "WorkingMemory"
 LINEAGE_TYPES = ("MERGED_TO", "SUPERSEDED_BY")
 MERGED_REASON = "merged"
 SUPERSEDED_REASON = "superseded"
 
-_NODE = """
-    coalesce(n.status, 'activated') = 'activated'
-    AND coalesce(n.memory_type, 'LongTermMemory') <> $working
-    AND coalesce(n.type, 'fact') <> 'topic'
-"""
+_NODE = live_memory("n")
 _UNCHECKED = _NODE + """
     AND (n.dedup_checked_at IS NULL
          OR n.dedup_checked_at < coalesce(n.updated_at, n.created_at))

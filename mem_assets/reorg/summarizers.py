@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, field_validator
 
+from mem_assets.reorg.prompts import SUMMARY_SYSTEM
 from mem_resources.llm import ChatUsage, OpenAIChatResource
 
 
@@ -50,13 +51,6 @@ class ExtractiveSummarizer(SummarizerResource):
         return draft, ChatUsage()
 
 
-_SYSTEM = (
-    "You organize an AI agent's long-term memories into topics. Given memories that belong "
-    "together, write one parent memory that summarizes them. Answer with a JSON object with the "
-    'fields "key" (a short title), "value" (one or two sentences summarizing the memories), '
-    '"tags" (up to 5 short keywords) and "background" (one sentence on what the memories have '
-    "in common). Write every field in {language}."
-)
 _LANGUAGES = {"zh": "Chinese", "en": "English"}
 
 
@@ -72,5 +66,5 @@ class LLMSummarizer(SummarizerResource):
         shown = [text[:self.max_chars_per_member] for text in members[:self.max_members]]
         user = json.dumps({"memories": shown, "suggested_keywords": draft.tags},
                           ensure_ascii=False)
-        system = _SYSTEM.format(language=_LANGUAGES.get(language, language))
+        system = SUMMARY_SYSTEM.format(language=_LANGUAGES.get(language, language))
         return self.chat.complete_json(system, user, TopicSummary)

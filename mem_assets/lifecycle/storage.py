@@ -3,16 +3,11 @@ off the machine)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from dagster import ConfigurableResource
 
 DEFAULT_BACKUP_DIR = "data/backups"
-
-
-def backup_dir_from_env() -> str:
-    return os.environ.get("MEMTEND_BACKUP_DIR", DEFAULT_BACKUP_DIR)
 
 
 class BackupStorage(ConfigurableResource):

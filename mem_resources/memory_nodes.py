@@ -8,7 +8,6 @@ from datetime import datetime
 
 import numpy as np
 
-from mem_assets.ingest.parsing import MemoryItemIn
 from mem_resources.memory_model import (
     DUAL_WRITE_TYPES,
     MemoryItem,
@@ -17,6 +16,7 @@ from mem_resources.memory_model import (
     memory_id,
     payload_hash,
 )
+from mem_resources.parsing import MemoryItemIn
 
 
 @dataclass(frozen=True)

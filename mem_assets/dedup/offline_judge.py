@@ -22,22 +22,14 @@ When unsure it answers independent, which never merges anything.
 
 from __future__ import annotations
 
-import logging
 import re
-import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Literal
 
-import jieba
+from mem_assets.dedup.labels import Label
+from mem_resources.text import CJK, chinese_words, tokens
 
-jieba.setLogLevel(logging.WARNING)
-
-Label = Literal["redundant", "contradictory", "independent"]
-
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _NUMBER = re.compile(r"^(?:\d+|[零一二两三四五六七八九十百千万]+)[个只位名岁年月日号]?$")
 
 _EN_STOP = frozenset(
@@ -64,7 +56,7 @@ _PEOPLE_WORDS = (
 
 
 def _stem(word: str) -> str:
-    if _CJK.match(word):
+    if CJK.match(word):
         return word
     if word.endswith("ies") and len(word) > 4:
         word = word[:-3] + "y"
@@ -109,7 +101,7 @@ class Analysis:
 
 @lru_cache(maxsize=65536)
 def normalize(text: str) -> str:
-    return " ".join(_TOKEN.findall(unicodedata.normalize("NFKC", text).lower().replace("’", "'")))
+    return " ".join(tokens(text))
 
 
 _ZH_NUMERAL = re.compile(r"^([零一二两三四五六七八九十百千]+)([个只位名岁年天次周]?)$")
@@ -152,8 +144,8 @@ def analyze(text: str) -> Analysis:
     words: list[str] = []
     negated = False
     for token in normalize(text).split():
-        if _CJK.match(token):
-            for word in jieba.lcut(token):
+        if CJK.match(token):
+            for word in chinese_words(token):
                 if word in _ZH_NEGATIONS:
                     negated = True
                     continue
@@ -191,7 +183,7 @@ def _only_insertions(x: str | tuple[str, ...], y: str | tuple[str, ...]) -> bool
 
 
 def _has_cue(words: frozenset[str]) -> bool:
-    return any(w in _CUES or (_CJK.match(w) and any(c in w for c in _CUES if _CJK.match(c))) for w in words)
+    return any(w in _CUES or (CJK.match(w) and any(c in w for c in _CUES if CJK.match(c))) for w in words)
 
 
 def judge(a: str, b: str) -> tuple[Label, str]:
@@ -223,7 +215,7 @@ def judge(a: str, b: str) -> tuple[Label, str]:
             return "redundant", "same content words"
         if _only_insertions(x.words, y.words):
             return "redundant", "one statement contains the other"
-        if _CJK.search(a) and _only_insertions("".join(x.words), "".join(y.words)):
+        if CJK.search(a) and _only_insertions("".join(x.words), "".join(y.words)):
             return "redundant", "one statement contains the other"
     return "independent", "different facts"
 

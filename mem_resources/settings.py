@@ -1,0 +1,75 @@
+"""The one place memtend reads its environment: a pydantic-settings object built once per process.
+
+Definitions, every CLI command and the tests build their resources from a ``Settings``; no other
+module reads ``os.environ``. Each field's environment variable is its alias (README lists them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+Provider = Literal["offline", "openai"]
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    """Everything configurable from the environment, with the defaults a laptop needs."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", populate_by_name=True)
+
+    neo4j_uri: str | None = Field(default=None, validation_alias=_env("NEO4J_URI"))
+    neo4j_user: str = Field(default="", validation_alias=_env("NEO4J_USER"))
+    neo4j_password: SecretStr = Field(default=SecretStr(""), validation_alias=_env("NEO4J_PASSWORD"))
+    neo4j_database: str = Field(default="neo4j", validation_alias=_env("NEO4J_DATABASE"))
+
+    local_neo4j_port: int = Field(default=7687, validation_alias=_env("MEMTEND_NEO4J_PORT"))
+    local_neo4j_home: Path = Field(default=PROJECT_ROOT / ".neo4j",
+                                   validation_alias=_env("MEMTEND_NEO4J_HOME"))
+    local_neo4j_heap: str = Field(default="1g", validation_alias=_env("MEMTEND_NEO4J_HEAP"))
+    local_neo4j_pagecache: str = Field(default="256m", validation_alias=_env("MEMTEND_NEO4J_PAGECACHE"))
+    local_neo4j_start_timeout_s: float = Field(default=180.0,
+                                               validation_alias=_env("MEMTEND_NEO4J_START_TIMEOUT"))
+
+    inbox: str = Field(default="data/inbox", validation_alias=_env("MEMTEND_INBOX"))
+    quarantine: str = Field(default="data/quarantine", validation_alias=_env("MEMTEND_QUARANTINE"))
+    backup_dir: str = Field(default="data/backups", validation_alias=_env("MEMTEND_BACKUP_DIR"))
+    context_config: str | None = Field(default=None, validation_alias=_env("MEMTEND_CONTEXT_CONFIG"))
+
+    embedder: Provider = Field(default="offline", validation_alias=_env("MEMTEND_EMBEDDER"))
+    embedding_dim: int = Field(default=384, ge=1, validation_alias=_env("MEMTEND_EMBEDDING_DIM"))
+    embedding_model: str = Field(default="text-embedding-3-small",
+                                 validation_alias=_env("MEMTEND_EMBEDDING_MODEL"))
+    llm: Provider = Field(default="offline", validation_alias=_env("MEMTEND_LLM"))
+    llm_model: str = Field(default="gpt-4o-mini", validation_alias=_env("MEMTEND_LLM_MODEL"))
+    openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
+
+    automation: Literal["on", "off"] = Field(
+        default="on", validation_alias=_env("MEMTEND_AUTOMATION", "MEMTEND_SENSORS"),
+        description="off: sensors and schedules start stopped (a shared graph, a test instance).")
+    dagster_home: str | None = Field(default=None, validation_alias=_env("DAGSTER_HOME"))
+    reorg_cron: str = Field(default="0 3 * * *", validation_alias=_env("MEMTEND_REORG_CRON"))
+
+    @field_validator("embedder", "llm", "automation", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @property
+    def automation_on(self) -> bool:
+        return self.automation == "on"
+
+
+def load_settings() -> Settings:
+    """Read the environment once; callers pass the result down instead of reading it again."""
+    return Settings()

@@ -1,0 +1,71 @@
+"""The floor plan holds: imports flow entry points → domains → shared, and only the settings
+object reads the environment."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOMAINS = ("ingest", "dedup", "reorg", "context_graph", "lifecycle")
+ENTRY_POINTS = {"mem_assets/definitions.py", "mem_assets/cli.py", "mem_assets/resources.py"}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def test_shared_package_never_imports_a_domain():
+    offenders = [(str(p.relative_to(ROOT)), name) for p in _modules("mem_resources")
+                 for name in _imports(p) if name.startswith("mem_assets")]
+    assert offenders == []
+
+
+def test_domains_import_only_themselves_and_the_shared_package():
+    offenders = []
+    for domain in DOMAINS:
+        for path in sorted((ROOT / "mem_assets" / domain).rglob("*.py")):
+            for name in _imports(path):
+                parts = name.split(".")
+                if parts[0] == "mem_assets" and (len(parts) < 2 or parts[1] != domain):
+                    offenders.append((str(path.relative_to(ROOT)), name))
+    assert offenders == []
+
+
+def test_every_module_of_mem_assets_is_a_domain_or_an_entry_point():
+    top = {str(p.relative_to(ROOT)) for p in (ROOT / "mem_assets").glob("*.py")} - {"mem_assets/__init__.py"}
+    assert top == ENTRY_POINTS
+    assert {p.name for p in (ROOT / "mem_assets").iterdir() if p.is_dir() and p.name != "__pycache__"} \
+        == set(DOMAINS)
+
+
+def test_only_settings_reads_the_environment():
+    readers = []
+    for package in ("mem_assets", "mem_resources"):
+        for path in _modules(package):
+            text = path.read_text(encoding="utf-8")
+            if ("os.environ" in text or "os.getenv" in text or "envvar=" in text) \
+                    and path.name != "settings.py":
+                readers.append(str(path.relative_to(ROOT)))
+    assert readers == []
+
+
+def test_every_query_module_runs_in_managed_transactions():
+    """Query functions take a ManagedTransaction (``tx.run``), so callers use execute_read /
+    execute_write and the driver retries transient errors; no auto-commit ``session.run``."""
+    modules = [*(ROOT / "mem_assets").glob("*/queries.py"), ROOT / "mem_resources" / "memory_queries.py"]
+    offenders = [str(path.relative_to(ROOT)) for path in modules
+                 if "session.run(" in path.read_text(encoding="utf-8")]
+    assert len(modules) == 5
+    assert offenders == []
