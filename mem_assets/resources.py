@@ -18,7 +18,12 @@ from mem_assets.reorg.summarizers import (
     LLMSummarizer,
     SummarizerResource,
 )
-from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
+from mem_resources.embedder import (
+    EmbedderResource,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    WordLlamaEmbedder,
+)
 from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
@@ -40,12 +45,14 @@ def build_neo4j(settings: Settings) -> Neo4jResource:
 def build_embedder(settings: Settings) -> EmbedderResource:
     if settings.embedder == "openai":
         return OpenAIEmbedder(
-            dimension=settings.embedding_dim,
+            dimension=settings.dimension,
             model=settings.embedding_model,
             base_url=settings.openai_base_url,
             api_key=_secret("OPENAI_API_KEY", settings.openai_api_key is not None) or "not-needed",
         )
-    return HashingEmbedder(dimension=settings.embedding_dim)
+    if settings.embedder == "hashing":
+        return HashingEmbedder(dimension=settings.dimension)
+    return WordLlamaEmbedder(dimension=settings.dimension)
 
 
 def build_chat(settings: Settings) -> OpenAIChatResource:

@@ -39,7 +39,7 @@ class Neo4jResource(ConfigurableResource):
             user=settings.neo4j_user,
             password=settings.neo4j_password.get_secret_value(),
             database=settings.neo4j_database,
-            embedding_dimension=settings.embedding_dim,
+            embedding_dimension=settings.dimension,
         )
 
     def setup_for_execution(self, context: InitResourceContext) -> None:

@@ -15,6 +15,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 Provider = Literal["offline", "openai"]
+EmbedderKind = Literal["offline", "hashing", "openai"]
+#: Native vector sizes: the offline default (WordLlama) is 256, the hashing embedder 384.
+DEFAULT_DIMENSIONS = {"offline": 256, "hashing": 384, "openai": 1536}
 
 
 def _env(*names: str) -> AliasChoices:
@@ -44,8 +47,8 @@ class Settings(BaseSettings):
     backup_dir: str = Field(default="data/backups", validation_alias=_env("MEMTEND_BACKUP_DIR"))
     context_config: str | None = Field(default=None, validation_alias=_env("MEMTEND_CONTEXT_CONFIG"))
 
-    embedder: Provider = Field(default="offline", validation_alias=_env("MEMTEND_EMBEDDER"))
-    embedding_dim: int = Field(default=384, ge=1, validation_alias=_env("MEMTEND_EMBEDDING_DIM"))
+    embedder: EmbedderKind = Field(default="offline", validation_alias=_env("MEMTEND_EMBEDDER"))
+    embedding_dim: int | None = Field(default=None, ge=1, validation_alias=_env("MEMTEND_EMBEDDING_DIM"))
     embedding_model: str = Field(default="text-embedding-3-small",
                                  validation_alias=_env("MEMTEND_EMBEDDING_MODEL"))
     llm: Provider = Field(default="offline", validation_alias=_env("MEMTEND_LLM"))
@@ -64,6 +67,11 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @property
+    def dimension(self) -> int:
+        """The vector size: ``MEMTEND_EMBEDDING_DIM`` when set, else the embedder's own."""
+        return self.embedding_dim or DEFAULT_DIMENSIONS[self.embedder]
 
     @property
     def automation_on(self) -> bool:
