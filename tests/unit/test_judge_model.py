@@ -19,7 +19,7 @@ from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.evaluation import evaluate, read_pairs
 from mem_assets.dedup.pair_features import FEATURE_NAMES, parse, pair_features
 from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
-from mem_resources.judges import OfflineJudge
+from mem_assets.dedup.judges import OfflineJudge
 
 DATA = Path(__file__).parents[2] / "data" / "judge"
 
