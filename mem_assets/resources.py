@@ -34,6 +34,13 @@ def _secret(env_name: str, present: bool) -> str | dg.EnvVar:
     return dg.EnvVar(env_name) if present else ""
 
 
+def _api_key(settings: Settings, in_dagster: bool) -> str | dg.EnvVar:
+    """An ``EnvVar`` for Dagster (never shown in the UI); the plain value for direct use (CLI)."""
+    if settings.openai_api_key is None:
+        return "not-needed"
+    return dg.EnvVar("OPENAI_API_KEY") if in_dagster else settings.openai_api_key.get_secret_value()
+
+
 def build_neo4j(settings: Settings) -> Neo4jResource:
     """Like ``Neo4jResource.from_settings``, with the password as an ``EnvVar``."""
     resource = Neo4jResource.from_settings(settings)
@@ -42,30 +49,36 @@ def build_neo4j(settings: Settings) -> Neo4jResource:
                          database=resource.database, embedding_dimension=resource.embedding_dimension)
 
 
-def build_embedder(settings: Settings) -> EmbedderResource:
+def build_embedder(settings: Settings, in_dagster: bool = True) -> EmbedderResource:
     if settings.embedder == "openai":
         return OpenAIEmbedder(
             dimension=settings.dimension,
             model=settings.embedding_model,
             base_url=settings.openai_base_url,
-            api_key=_secret("OPENAI_API_KEY", settings.openai_api_key is not None) or "not-needed",
+            api_key=_api_key(settings, in_dagster),
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
         )
     if settings.embedder == "hashing":
         return HashingEmbedder(dimension=settings.dimension)
     return WordLlamaEmbedder(dimension=settings.dimension)
 
 
-def build_chat(settings: Settings) -> OpenAIChatResource:
+def build_chat(settings: Settings, in_dagster: bool = True) -> OpenAIChatResource:
     return OpenAIChatResource(
         model=settings.llm_model,
         base_url=settings.openai_base_url,
-        api_key=_secret("OPENAI_API_KEY", settings.openai_api_key is not None) or "not-needed",
+        api_key=_api_key(settings, in_dagster),
+        timeout_s=settings.llm_timeout_s,
+        max_retries=settings.llm_max_retries,
+        response_format=settings.llm_response_format,
     )
 
 
-def build_judge(settings: Settings) -> JudgeResource:
+def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
     if settings.llm == "openai":
-        return OpenAIJudge(chat=build_chat(settings), max_concurrency=settings.judge_concurrency)
+        return OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,
+                           deadline_s=settings.judge_deadline_s)
     return OfflineJudge()
 
 

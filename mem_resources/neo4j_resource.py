@@ -12,7 +12,7 @@ from pydantic import PrivateAttr
 
 from mem_resources import schema
 from mem_resources.local_neo4j import LocalNeo4jSettings, up
-from mem_resources.settings import Settings
+from mem_resources.settings import DEFAULT_DIMENSIONS, Settings
 
 
 class Neo4jResource(ConfigurableResource):
@@ -25,7 +25,7 @@ class Neo4jResource(ConfigurableResource):
     user: str = ""
     password: str = ""
     database: str = "neo4j"
-    embedding_dimension: int = 384
+    embedding_dimension: int = DEFAULT_DIMENSIONS["offline"]
 
     _driver: Driver | None = PrivateAttr(default=None)
 
@@ -48,16 +48,19 @@ class Neo4jResource(ConfigurableResource):
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.close()
 
+    def _connect(self) -> Driver:
+        auth = (self.user, self.password) if self.user else None
+        return GraphDatabase.driver(
+            self.uri, auth=auth,
+            notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
+        )
+
     @property
     def driver(self) -> Driver:
         """The driver, created on first use together with the schema (idempotent, ~0.1 s), so
         that no query ever runs against a graph without its constraints and indexes."""
         if self._driver is None:
-            auth = (self.user, self.password) if self.user else None
-            driver = GraphDatabase.driver(
-                self.uri, auth=auth,
-                notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
-            )
+            driver = self._connect()
             try:
                 with driver.session(database=self.database) as session:
                     schema.ensure(session, self.embedding_dimension)
@@ -66,6 +69,17 @@ class Neo4jResource(ConfigurableResource):
                 raise
             self._driver = driver
         return self._driver
+
+    def recreate_vector_index(self) -> bool:
+        """Give the vector index this resource's dimension (the migration after switching
+        embedders; ``memtend reembed`` then re-embeds the memories). True when it was rebuilt."""
+        self.close()
+        driver = self._connect()
+        try:
+            with driver.session(database=self.database) as session:
+                return schema.recreate_vector_index(session, self.embedding_dimension)
+        finally:
+            driver.close()
 
     def close(self) -> None:
         if self._driver is not None:

@@ -16,6 +16,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 Provider = Literal["offline", "openai"]
 EmbedderKind = Literal["offline", "hashing", "openai"]
+ResponseFormat = Literal["json_schema", "json_object", "none"]
 #: Native vector sizes: the offline default (WordLlama) is 256, the hashing embedder 384.
 DEFAULT_DIMENSIONS = {"offline": 256, "hashing": 384, "openai": 1536}
 
@@ -56,6 +57,15 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
+    llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
+                                 description="Seconds one LLM/embedding request may take.")
+    llm_max_retries: int = Field(default=2, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_RETRIES"),
+                                 description="SDK retries on timeouts, 408/429/5xx and lost connections.")
+    llm_response_format: ResponseFormat = Field(
+        default="json_schema", validation_alias=_env("MEMTEND_LLM_RESPONSE_FORMAT"),
+        description="json_schema (falls back to json_object, then none, when the server refuses it).")
+    judge_deadline_s: float = Field(default=900.0, gt=0, validation_alias=_env("MEMTEND_JUDGE_DEADLINE"),
+                                    description="Seconds of LLM judging per run; later nodes wait.")
 
     automation: Literal["on", "off"] = Field(
         default="on", validation_alias=_env("MEMTEND_AUTOMATION", "MEMTEND_SENSORS"),
@@ -63,7 +73,7 @@ class Settings(BaseSettings):
     dagster_home: str | None = Field(default=None, validation_alias=_env("DAGSTER_HOME"))
     reorg_cron: str = Field(default="0 3 * * *", validation_alias=_env("MEMTEND_REORG_CRON"))
 
-    @field_validator("embedder", "llm", "automation", mode="before")
+    @field_validator("embedder", "llm", "automation", "llm_response_format", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from mem_assets.dedup.recency import Recency, when
 from mem_resources.embedder import EmbedderResource, HashingEmbedder, WordLlamaEmbedder
 
 PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
@@ -173,3 +174,23 @@ def index_candidates(new: NodeVectors, active_ids: list[str], active_hashes: lis
         k = min(4 * k, max_k)
     return _pairs_frame(found)
 
+
+def orient_pairs(pairs: pd.DataFrame, unchecked: set[str], recencies: dict[str, Recency]) -> pd.DataFrame:
+    """Which side of each pair is the new node the judge asks about (``new_id``: the unchecked
+    side, the newer one when both are), when each side was stated (``left_at``, ``right_at``) and
+    where the other side stands in time (``other_when``: older, newer, same time)."""
+    pairs = pairs.copy()
+    new_ids, whens = [], []
+    for left, right in zip(pairs["left_id"], pairs["right_id"], strict=True):
+        if (left in unchecked) != (right in unchecked):
+            new = left if left in unchecked else right
+        else:
+            new = max((left, right), key=lambda node: (recencies[node], node))
+        other = right if new == left else left
+        new_ids.append(new)
+        whens.append(when(recencies[other], recencies[new]))
+    pairs["new_id"] = new_ids
+    pairs["other_when"] = whens
+    for side in ("left", "right"):
+        pairs[f"{side}_at"] = [recencies[node].stated_at.isoformat() for node in pairs[f"{side}_id"]]
+    return pairs
