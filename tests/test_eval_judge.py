@@ -94,7 +94,8 @@ def test_with_the_llm_judge_over_http(offline_env, monkeypatch, tmp_path):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         code, printed = _run(str(pairs), "--threshold", "0.0")
         calls = server.chat_calls()
-        keys = {headers["Authorization"] for headers in server.headers}
+        keys = {value for headers in server.headers for name, value in headers.items()
+                if name.lower() == "authorization"}
 
     assert code == 0, printed
     assert printed["judge"] == "openai:test-model:v2" and printed["judge_failures"] == 0
