@@ -227,7 +227,8 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     result = pd.DataFrame(rows, columns=["action", "sources", "result", "text", "status",
                                          "edges_moved", "archived", "twins_archived"])
     applied = result[result["status"] == "applied"]
-    unresolved = pd.DataFrame([{"first": nodes[a].memory, "second": nodes[b].memory, "reason": item.reason}
+    texts = {**{i: n.memory for i, n in nodes.items()}, **{m.merged_id: m.text for m in plan.merges}}
+    unresolved = pd.DataFrame([{"first": texts[a], "second": texts[b], "reason": item.reason}
                                for item in plan.unresolved for a, b in [item.ids]],
                               columns=["first", "second", "reason"])
     new_nodes = int(relation_judgments.attrs.get("unchecked_nodes", 0))

@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from itertools import combinations
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -60,7 +62,8 @@ class Unresolved:
 class Plan:
     merges: list[MergePlan] = field(default_factory=list)
     supersedes: list[SupersedePlan] = field(default_factory=list)
-    #: contradictions nothing can order (same moment, same source): kept both, with the reason
+    #: contradictions nothing orders (same moment, same source) or the judgments make doubtful:
+    #: both memories kept, with the reason
     unresolved: list[Unresolved] = field(default_factory=list)
     #: groups whose resolver failed or ran out of time: left as they are, unchecked
     failed: list[tuple[str, ...]] = field(default_factory=list)
@@ -129,6 +132,38 @@ def final_survivors(newer_than: dict[str, list[_Side]]) -> dict[str, tuple[str, 
     return ends
 
 
+def inconsistent_contradictions(edges: Sequence[tuple[str, str]],
+                                related: set[frozenset[str]]) -> dict[tuple[str, str], str]:
+    """Contradictions (older, newer) the judgments themselves make doubtful, with the reason.
+
+    A fact is replaced by one newer fact, and a new fact replaces one older fact (or a group of
+    redundant ones). When a memory is judged contradicted by several memories that are not
+    related to each other (no redundant or contradictory judgment between them), at most one of
+    those judgments can be right and nothing says which: precision first, none is applied."""
+    newer_of: dict[str, set[str]] = defaultdict(set)
+    older_of: dict[str, set[str]] = defaultdict(set)
+    for older, newer in edges:
+        newer_of[older].add(newer)
+        older_of[newer].add(older)
+
+    def unrelated(group: set[str]) -> bool:
+        return any(frozenset(pair) not in related for pair in combinations(sorted(group), 2))
+
+    doubtful: dict[tuple[str, str], str] = {}
+    for older, newers in newer_of.items():
+        if len(newers) > 1 and unrelated(newers):
+            for newer in newers:
+                doubtful[(older, newer)] = (f"judged contradicted by {len(newers)} newer memories "
+                                            "that are unrelated to each other: too unsure to apply")
+    for newer, olders in older_of.items():
+        if len(olders) > 1 and unrelated(olders):
+            for older in olders:
+                doubtful.setdefault((older, newer), f"judged to contradict {len(olders)} older "
+                                                    "memories that are unrelated to each other: too "
+                                                    "unsure to apply")
+    return doubtful
+
+
 def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, MemoryItem],
                      fuse: Callable[..., tuple[Fusion, ChatUsage]],
                      deadline: float | None = None) -> Plan:
@@ -136,7 +171,8 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
 
     Redundant pairs form groups (one merged node each). Contradictions between what the nodes
     stand for after those merges go from older to newer (``recency``); one the recency cannot
-    order is left unresolved. Each contradiction is offered to ``fuse`` (an LLM may reconcile
+    order, or one the judgments make doubtful (``inconsistent_contradictions``), is left
+    unresolved. Each contradiction is offered to ``fuse`` (an LLM may reconcile
     it); the rest supersede, and a chain A < B < C makes A and B both point at C. Pairs whose
     nodes are missing or no longer activated are skipped: their nodes stay unchecked and the next
     run compares them with whatever is active then. After ``deadline`` (time.monotonic) no
@@ -202,9 +238,15 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
             continue
         ordered.append((side_a, side_b) if order < 0 else (side_b, side_a))
 
+    related = {frozenset((current(a).id, current(b).id))
+               for a, b in pairs_of("redundant") + pairs_of("contradictory")}
+    doubtful = inconsistent_contradictions([(o.id, n.id) for o, n in ordered], related)
     newer_than: dict[str, list[_Side]] = {}
     reasons: dict[tuple[str, str], str] = {}
     for older, newer in sorted(ordered, key=lambda edge: (edge[1].at, edge[1].id, edge[0].at, edge[0].id)):
+        if (older.id, newer.id) in doubtful:
+            plan.unresolved.append(Unresolved((older.id, newer.id), doubtful[(older.id, newer.id)]))
+            continue
         fusion = ask([older, newer], "contradictory")
         if fusion is None:
             continue
