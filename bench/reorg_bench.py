@@ -29,6 +29,7 @@ from mem_assets.reorg.hierarchy import Reorganizer, load_candidates
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.settings import load_settings
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -113,7 +114,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the bench tenant afterwards")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    uri = ensure_neo4j_uri()
+    uri = ensure_neo4j_uri(load_settings())
     neo4j = Neo4jResource(uri=uri)
     tenant = f"bench_reorg_{int(time.time())}"
 
