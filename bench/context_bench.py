@@ -32,6 +32,7 @@ from mem_assets.ingest.loading import ingest_tenant
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.settings import load_settings
 from mem_resources.neo4j_resource import Neo4jResource
 
 PREDICATES = [("LIVES_IN", "location"), ("FAVORITE", "tea"), ("HOBBY", "outdoor"), ("SELF_TRAIT", "writing")]
@@ -103,7 +104,7 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="+", default=[2_000, 10_000])
     parser.add_argument("--batch-size", type=int, default=2000)
     args = parser.parse_args()
-    neo4j = Neo4jResource(uri=ensure_neo4j_uri())
+    neo4j = Neo4jResource(uri=ensure_neo4j_uri(load_settings()))
     with tempfile.TemporaryDirectory() as tmp:
         run_scale(neo4j, 500, args.batch_size, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'records':>8} {'context/s':>10} {'plain/s':>9} {'ratio':>6} {'nodes':>7} "

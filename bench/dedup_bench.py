@@ -33,6 +33,7 @@ from mem_assets.dedup.judges import OfflineJudge  # noqa: E402
 from mem_assets.dedup.offline_judge import judge  # noqa: E402
 from mem_resources.embedder import HashingEmbedder, hashing_embed  # noqa: E402
 from mem_resources.local_neo4j import ensure_neo4j_uri  # noqa: E402
+from mem_resources.settings import load_settings  # noqa: E402
 from mem_resources.memory_model import payload_hash  # noqa: E402
 from mem_resources.neo4j_resource import Neo4jResource  # noqa: E402
 
@@ -232,7 +233,7 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=10_000)
     args = parser.parse_args()
     quality()
-    neo4j = Neo4jResource(uri=ensure_neo4j_uri())
+    neo4j = Neo4jResource(uri=ensure_neo4j_uri(load_settings()))
     results = {}
     for existing in args.existing:
         figures = scale(neo4j, existing, args.new)

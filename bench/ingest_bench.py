@@ -7,6 +7,9 @@ For each scale (default 10k and 100k items into one fresh tenant):
   another tenant, timing only the writes: the database's limit for this schema;
 - their ratio, and the peak RSS increase over the phase's start (sampled every 10 ms).
 
+The embedder is the configured one (``MEMTEND_EMBEDDER``, default the offline WordLlama), so the
+figures include embedding; the load average is printed with them.
+
     python bench/ingest_bench.py [--scales 10000 100000] [--batch-size 2000]
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import tempfile
 import time
@@ -23,14 +27,16 @@ from pathlib import Path
 from measure import PeakRss, drop_bench_tenant
 
 from mem_assets.ingest.loading import ingest_tenant
+from mem_assets.resources import build_embedder
 from mem_resources import memory_queries
-from mem_resources.embedder import HashingEmbedder
+from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxResource
 from mem_resources.local_neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import utc_now
 from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.parsing import MemoryItemIn
+from mem_resources.settings import load_settings
 
 SUBJECTS = ["The user", "The user's sister", "The user's manager", "The user's dog", "用户", "用户的朋友"]
 VERBS = ["likes", "visited", "plans to buy", "is learning", "mentioned", "喜欢", "去过", "正在学习"]
@@ -47,12 +53,8 @@ def synthetic_items(n: int, seed: int) -> Iterator[dict]:
                                                                  "content": text}]}
 
 
-
-
-
-
 def raw_write_seconds(neo4j: Neo4jResource, path: Path, tenant: str, batch_size: int,
-                      embedder: HashingEmbedder) -> float:
+                      embedder: EmbedderResource) -> float:
     """Time only ``UNWIND $rows AS row CREATE`` of the exact rows ingest writes."""
     elapsed = 0.0
     batch: list[MemoryItemIn] = []
@@ -79,7 +81,8 @@ def raw_write_seconds(neo4j: Neo4jResource, path: Path, tenant: str, batch_size:
     return elapsed
 
 
-def run_scale(neo4j: Neo4jResource, n: int, batch_size: int, workdir: Path) -> dict:
+def run_scale(neo4j: Neo4jResource, embedder: EmbedderResource, n: int, batch_size: int,
+              workdir: Path) -> dict:
     inbox_root = workdir / f"inbox-{n}"
     tenant, raw_tenant = f"bench_ingest_{n}", f"bench_raw_{n}"
     for t in (tenant, raw_tenant):
@@ -90,7 +93,6 @@ def run_scale(neo4j: Neo4jResource, n: int, batch_size: int, workdir: Path) -> d
     with path.open("w", encoding="utf-8") as out:
         for item in synthetic_items(n, seed=n):
             out.write(json.dumps(item, ensure_ascii=False) + "\n")
-    embedder = HashingEmbedder(dimension=neo4j.embedding_dimension)
     inbox = InboxResource(root=str(inbox_root), quarantine_dir=str(workdir / "quarantine"))
 
     with PeakRss() as ingest_rss:
@@ -113,18 +115,22 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--batch-size", type=int, default=2000)
     args = parser.parse_args()
-    neo4j = Neo4jResource(uri=ensure_neo4j_uri())
+    settings = load_settings()
+    neo4j = Neo4jResource(uri=ensure_neo4j_uri(settings), embedding_dimension=settings.dimension)
+    embedder = build_embedder(settings, in_dagster=False)
+    print(f"embedder {type(embedder).__name__} ({embedder.dimension} dims)")
     with tempfile.TemporaryDirectory() as tmp:
-        run_scale(neo4j, 2000, args.batch_size, Path(tmp))  # JVM and query-plan warm-up
+        run_scale(neo4j, embedder, 2000, args.batch_size, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'items':>8} {'ingest/s':>10} {'raw/s':>10} {'ratio':>6} {'ingest s':>9} "
-          f"{'raw s':>7} {'RSS+ ingest MiB':>16} {'RSS+ raw MiB':>13}")
+          f"{'raw s':>7} {'RSS+ ingest MiB':>16} {'RSS+ raw MiB':>13} {'load avg':>15}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.scales:
-            r = run_scale(neo4j, n, args.batch_size, Path(tmp))
+            r = run_scale(neo4j, embedder, n, args.batch_size, Path(tmp))
+            load = " ".join(f"{x:.1f}" for x in os.getloadavg())
             print(f"{r['items']:>8} {r['ingest_items_per_s']:>10.0f} {r['raw_items_per_s']:>10.0f} "
                   f"{r['ratio']:>6.2f} {r['ingest_s']:>9.1f} {r['raw_s']:>7.1f} "
-                  f"{r['ingest_peak_rss_growth_mib']:>16.1f} {r['raw_peak_rss_growth_mib']:>13.1f}",
-                  flush=True)
+                  f"{r['ingest_peak_rss_growth_mib']:>16.1f} {r['raw_peak_rss_growth_mib']:>13.1f} "
+                  f"{load:>15}", flush=True)
     neo4j.close()
 
 

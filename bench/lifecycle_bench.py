@@ -30,6 +30,7 @@ from measure import PeakRss
 
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.settings import load_settings
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -129,7 +130,7 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--dimension", type=int, default=384)
     args = parser.parse_args()
-    neo4j = Neo4jResource(uri=ensure_neo4j_uri(), embedding_dimension=args.dimension)
+    neo4j = Neo4jResource(uri=ensure_neo4j_uri(load_settings()), embedding_dimension=args.dimension)
     with tempfile.TemporaryDirectory() as tmp:
         run_scale(neo4j, 1000, args.dimension, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'nodes':>7} {'backup/s':>9} {'raw rd/s':>9} {'ratio':>6} {'drop/s':>8} "

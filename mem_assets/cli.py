@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from dataclasses import dataclass
@@ -198,6 +199,73 @@ def eval_topics(
         raise typer.Exit(2)
     report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), PlacementParams())
     typer.echo(report_json(report))
+
+
+@app.command()
+def reembed(
+    tenants: Annotated[list[str] | None, typer.Argument(help="Tenants to re-embed.")] = None,
+    all_tenants: Annotated[bool, typer.Option("--all", help="Every tenant in the graph.")] = False,
+    recreate_index: Annotated[bool, typer.Option(
+        help="First give the vector index the configured embedder's dimension (needed after "
+             "switching to an embedder of another dimension).")] = False,
+) -> None:
+    """Re-embed a tenant's memories in place with the configured embedder (MEMTEND_EMBEDDER):
+    the migration after switching embedders. Texts, statuses and lineage stay as they are."""
+    from mem_assets.resources import build_embedder
+    from mem_resources.reembedding import reembed_tenant
+    from mem_resources.schema import SchemaMismatchError
+
+    if not tenants and not all_tenants:
+        typer.secho("error: name the tenants or pass --all", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    settings = load_settings()
+    neo4j = Neo4jResource.from_settings(settings)
+    embedder = build_embedder(settings, in_dagster=False)
+    try:
+        if recreate_index and neo4j.recreate_vector_index():
+            typer.echo(f"vector index recreated with {neo4j.embedding_dimension} dimensions")
+        try:
+            with neo4j.session() as session:
+                chosen = session.execute_read(memory_queries.memory_tenants) if all_tenants else tenants
+        except SchemaMismatchError as exc:
+            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2) from exc
+        for tenant in chosen or []:
+            report = reembed_tenant(neo4j, embedder, tenant)
+            typer.echo(f"{tenant}: {report.embedded} memories re-embedded "
+                       f"({type(embedder).__name__}, {embedder.dimension} dims)"
+                       + (f", {report.without_text} without text left as they were"
+                          if report.without_text else ""))
+    finally:
+        neo4j.close()
+
+
+@app.command("eval-judge")
+def eval_judge(
+    pairs: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
+                                          help='JSONL of {"a": older, "b": newer, "label": …}.')],
+    threshold: Annotated[float | None, typer.Option(
+        help="Candidate cosine threshold; default: the configured embedder's.")] = None,
+    top_k: Annotated[int, typer.Option(min=1, help="Neighbours compared per new memory.")] = 5,
+) -> None:
+    """Score the configured embedder + judge end to end, as the pipeline decides (candidate
+    search, then the judge; a pair never a candidate counts as independent). Prints one JSON
+    object. Needs no Neo4j; with MEMTEND_LLM=openai the LLM judge answers."""
+    from mem_assets.dedup.candidates import default_threshold
+    from mem_assets.dedup.evaluation import evaluate, read_pairs
+    from mem_assets.resources import build_embedder, build_judge
+
+    settings = load_settings()
+    embedder = build_embedder(settings, in_dagster=False)
+    judge = build_judge(settings, in_dagster=False)
+    try:
+        rows = read_pairs(pairs)
+    except (ValueError, json.JSONDecodeError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    result = evaluate(rows, embedder, judge,
+                      threshold if threshold is not None else default_threshold(embedder), top_k)
+    typer.echo(json.dumps(result, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,12 @@ from mem_assets.reorg.summarizers import (
     LLMSummarizer,
     SummarizerResource,
 )
-from mem_resources.embedder import EmbedderResource, HashingEmbedder, OpenAIEmbedder
+from mem_resources.embedder import (
+    EmbedderResource,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    WordLlamaEmbedder,
+)
 from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
@@ -33,6 +38,13 @@ def _env_or(settings: Settings, field: str, value: Any) -> Any:
     set in code, e.g. by a test)."""
     name = settings.env_source(field)
     return dg.EnvVar(name) if name else value
+
+
+def _api_key(settings: Settings, in_dagster: bool) -> str | dg.EnvVar:
+    """An ``EnvVar`` for Dagster (never shown in the UI); the plain value for direct use (CLI)."""
+    if settings.openai_api_key is None:
+        return "not-needed"
+    return dg.EnvVar("OPENAI_API_KEY") if in_dagster else settings.openai_api_key.get_secret_value()
 
 
 def build_neo4j(settings: Settings) -> Neo4jResource:
@@ -49,28 +61,36 @@ def build_neo4j(settings: Settings) -> Neo4jResource:
     )
 
 
-def build_embedder(settings: Settings) -> EmbedderResource:
+def build_embedder(settings: Settings, in_dagster: bool = True) -> EmbedderResource:
     if settings.embedder == "openai":
         return OpenAIEmbedder(
-            dimension=settings.embedding_dim,
+            dimension=settings.dimension,
             model=_env_or(settings, "embedding_model", settings.embedding_model),
             base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
-            api_key=_env_or(settings, "openai_api_key", "not-needed"),
+            api_key=_api_key(settings, in_dagster),
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
         )
-    return HashingEmbedder(dimension=settings.embedding_dim)
+    if settings.embedder == "hashing":
+        return HashingEmbedder(dimension=settings.dimension)
+    return WordLlamaEmbedder(dimension=settings.dimension)
 
 
-def build_chat(settings: Settings) -> OpenAIChatResource:
+def build_chat(settings: Settings, in_dagster: bool = True) -> OpenAIChatResource:
     return OpenAIChatResource(
         model=_env_or(settings, "llm_model", settings.llm_model),
         base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
-        api_key=_env_or(settings, "openai_api_key", "not-needed"),
+        api_key=_api_key(settings, in_dagster),
+        timeout_s=settings.llm_timeout_s,
+        max_retries=settings.llm_max_retries,
+        response_format=settings.llm_response_format,
     )
 
 
-def build_judge(settings: Settings) -> JudgeResource:
+def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
     if settings.llm == "openai":
-        return OpenAIJudge(chat=build_chat(settings), max_concurrency=settings.judge_concurrency)
+        return OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,
+                           deadline_s=settings.judge_deadline_s)
     return OfflineJudge()
 
 

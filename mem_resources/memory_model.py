@@ -86,6 +86,8 @@ class MemoryMetadata(BaseModel):
     evolve_to: list[str] = Field(default_factory=list)
     working_binding: str | None = None
     payload_hash: str
+    #: Where and when an inbox line arrived (ingest run, file, line): orders same-time memories.
+    arrival: str | None = None
 
 
 class MemoryItem(BaseModel):

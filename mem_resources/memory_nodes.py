@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -18,6 +18,15 @@ from mem_resources.memory_model import (
 )
 from mem_resources.parsing import MemoryItemIn
 
+ARRIVAL_SEPARATOR = "|"
+
+
+def arrival(ingest_stamp: datetime, file_name: str, line: int) -> str:
+    """Sortable arrival of an inbox line: the ingest run's UTC time, the file, the line (padded).
+    Dedup orders memories stated at the same time by it (mem_assets/dedup/recency.py)."""
+    stamp = ingest_stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ARRIVAL_SEPARATOR.join((stamp, file_name, f"{line:09d}"))
+
 
 @dataclass(frozen=True)
 class PlannedMemory:
@@ -28,12 +37,15 @@ class PlannedMemory:
     node_hash: str
     working_id: str | None
     working_hash: str | None
+    arrival: str | None = None
 
 
-def plan(tenant: str, items: Sequence[MemoryItemIn]) -> list[PlannedMemory]:
-    """Assign ids; repeats within the batch collapse onto their first occurrence."""
+def plan(tenant: str, items: Sequence[MemoryItemIn],
+         arrivals: Sequence[str] | None = None) -> list[PlannedMemory]:
+    """Assign ids; repeats within the batch collapse onto their first occurrence. ``arrivals``
+    (one per item: ingest run, file, line) orders memories stated at the same time."""
     planned: dict[str, PlannedMemory] = {}
-    for item in items:
+    for position, item in enumerate(items):
         node_type = item.memory_type
         node_hash = payload_hash(tenant, node_type.value, item.memory)
         working_hash = None
@@ -43,7 +55,7 @@ def plan(tenant: str, items: Sequence[MemoryItemIn]) -> list[PlannedMemory]:
         planned.setdefault(node_id, PlannedMemory(
             item=item, node_id=node_id, node_hash=node_hash,
             working_id=memory_id(working_hash) if working_hash else None,
-            working_hash=working_hash,
+            working_hash=working_hash, arrival=arrivals[position] if arrivals else None,
         ))
     return list(planned.values())
 
@@ -59,7 +71,7 @@ def build_nodes(tenant: str, planned: Sequence[PlannedMemory], vectors: np.ndarr
             "user_name": tenant, "key": item.key, "tags": item.tags,
             "background": item.background, "sources": item.sources,
             "embedding": vector.tolist(), "confidence": item.confidence, "type": item.type,
-            "created_at": created, "updated_at": created,
+            "created_at": created, "updated_at": created, "arrival": entry.arrival,
         }
         nodes.append(MemoryItem(id=entry.node_id, memory=item.memory, metadata=MemoryMetadata(
             memory_type=item.memory_type, payload_hash=entry.node_hash,

@@ -170,3 +170,29 @@ def renew_tenant_lease(tx: ManagedTransaction, tenant: str, holder: str, claim: 
         tenant=tenant, holder=holder, claim=claim, ttl_s=ttl_s,
     ).single(strict=True)
     return record["renewed"] == 1
+
+
+def memory_tenants(tx: ManagedTransaction) -> list[str]:
+    result = tx.run("MATCH (m:MemoryItem) WHERE m.user_name IS NOT NULL "
+                    "RETURN DISTINCT m.user_name AS tenant ORDER BY tenant")
+    return [record["tenant"] for record in result]
+
+
+def memory_text_page(tx: ManagedTransaction, tenant: str, after: str, size: int) -> list[tuple[str, str]]:
+    """(id, text) of the tenant's memory nodes with an id after ``after``, in id order: one page."""
+    result = tx.run(
+        "MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.id > $after "
+        "RETURN m.id AS id, coalesce(m.memory, m.data, '') AS text ORDER BY m.id LIMIT $size",
+        tenant=tenant, after=after, size=size,
+    )
+    return [(record["id"], record["text"]) for record in result]
+
+
+def set_memory_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> int:
+    """Replace embeddings in place (``rows``: id, embedding); nothing else on the node changes."""
+    record = tx.run(
+        "UNWIND $rows AS row MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) "
+        "SET m.embedding = row.embedding RETURN count(m) AS n",
+        tenant=tenant, rows=list(rows),
+    ).single()
+    return record["n"] if record else 0

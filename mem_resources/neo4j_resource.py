@@ -12,7 +12,7 @@ from pydantic import PrivateAttr
 
 from mem_resources import schema
 from mem_resources.local_neo4j import LocalNeo4jSettings, up
-from mem_resources.settings import Settings
+from mem_resources.settings import DEFAULT_DIMENSIONS, Settings
 from mem_resources.tenant_lock import DEFAULT_TTL_S, DEFAULT_WAIT_S, LOCK_HOLDER_TAG, TenantLease
 from mem_resources.tenants import is_valid_tenant
 
@@ -34,7 +34,7 @@ class Neo4jResource(ConfigurableResource):
     user: str = ""
     password: str = ""
     database: str = "neo4j"
-    embedding_dimension: int = 384
+    embedding_dimension: int = DEFAULT_DIMENSIONS["offline"]
     tenant_lock_ttl_s: float = DEFAULT_TTL_S
     tenant_lock_wait_s: float = DEFAULT_WAIT_S
 
@@ -51,7 +51,7 @@ class Neo4jResource(ConfigurableResource):
             user=settings.neo4j_user,
             password=settings.neo4j_password.get_secret_value(),
             database=settings.neo4j_database,
-            embedding_dimension=settings.embedding_dim,
+            embedding_dimension=settings.dimension,
             tenant_lock_ttl_s=settings.tenant_lock_ttl_s,
             tenant_lock_wait_s=settings.tenant_lock_wait_s,
         )
@@ -76,16 +76,19 @@ class Neo4jResource(ConfigurableResource):
         return TenantLease(self, tenant, holder, ttl_s=self.tenant_lock_ttl_s,
                            wait_s=self.tenant_lock_wait_s, **options)
 
+    def _connect(self) -> Driver:
+        auth = (self.user, self.password) if self.user else None
+        return GraphDatabase.driver(
+            self.uri, auth=auth,
+            notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
+        )
+
     @property
     def driver(self) -> Driver:
         """The driver, created on first use together with the schema (idempotent, ~0.1 s), so
         that no query ever runs against a graph without its constraints and indexes."""
         if self._driver is None:
-            auth = (self.user, self.password) if self.user else None
-            driver = GraphDatabase.driver(
-                self.uri, auth=auth,
-                notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
-            )
+            driver = self._connect()
             try:
                 with driver.session(database=self.database) as session:
                     schema.ensure(session, self.embedding_dimension)
@@ -94,6 +97,17 @@ class Neo4jResource(ConfigurableResource):
                 raise
             self._driver = driver
         return self._driver
+
+    def recreate_vector_index(self) -> bool:
+        """Give the vector index this resource's dimension (the migration after switching
+        embedders; ``memtend reembed`` then re-embeds the memories). True when it was rebuilt."""
+        self.close()
+        driver = self._connect()
+        try:
+            with driver.session(database=self.database) as session:
+                return schema.recreate_vector_index(session, self.embedding_dimension)
+        finally:
+            driver.close()
 
     def close(self) -> None:
         if self._driver is not None:

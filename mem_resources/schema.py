@@ -29,23 +29,49 @@ class SchemaMismatchError(RuntimeError):
     """The live vector index was built for another embedding dimension."""
 
 
-def ensure(session: Session, embedding_dimension: int) -> None:
-    for statement in _STATEMENTS:
-        session.run(statement).consume()
-    session.run(
-        f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS "
-        "FOR (m:MemoryItem) ON m.embedding OPTIONS $options",
-        options={"indexConfig": {"vector.dimensions": embedding_dimension,
-                                 "vector.similarity_function": "cosine"}},
-    ).consume()
+def _vector_index_statement() -> str:
+    return (f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS "
+            "FOR (m:MemoryItem) ON m.embedding OPTIONS $options")
+
+
+def _vector_options(embedding_dimension: int) -> dict:
+    return {"indexConfig": {"vector.dimensions": embedding_dimension,
+                            "vector.similarity_function": "cosine"}}
+
+
+def vector_index_dimension(session: Session) -> int | None:
     record = session.run(
         "SHOW VECTOR INDEXES YIELD name, options WHERE name = $name RETURN options",
         name=VECTOR_INDEX,
     ).single()
-    live = record["options"]["indexConfig"]["vector.dimensions"] if record else None
+    return record["options"]["indexConfig"]["vector.dimensions"] if record else None
+
+
+def mismatch_message(live: int | None, embedding_dimension: int) -> str:
+    return (
+        f"Vector index {VECTOR_INDEX} holds {live}-dim vectors, but the configured embedder gives "
+        f"{embedding_dimension}-dim ones (MEMTEND_EMBEDDER / MEMTEND_EMBEDDING_DIM changed). "
+        "To migrate: `memtend reembed --recreate-index --all` (or name the tenants) recreates the "
+        f"index with {embedding_dimension} dimensions and re-embeds every memory in place; nothing "
+        "else changes. Or set the embedder back to the one that wrote this graph."
+    )
+
+
+def ensure(session: Session, embedding_dimension: int) -> None:
+    for statement in _STATEMENTS:
+        session.run(statement).consume()
+    session.run(_vector_index_statement(), options=_vector_options(embedding_dimension)).consume()
+    live = vector_index_dimension(session)
     if live != embedding_dimension:
-        raise SchemaMismatchError(
-            f"Vector index {VECTOR_INDEX} has dimension {live}, the embedder produces "
-            f"{embedding_dimension}; re-embed or drop the index before switching embedders."
-        )
+        raise SchemaMismatchError(mismatch_message(live, embedding_dimension))
     session.run("CALL db.awaitIndexes(300)").consume()
+
+
+def recreate_vector_index(session: Session, embedding_dimension: int) -> bool:
+    """Drop the vector index when it has another dimension and create it anew (the embeddings
+    themselves stay; the index is derived data). Returns whether it was recreated."""
+    if vector_index_dimension(session) in (None, embedding_dimension):
+        return False
+    session.run(f"DROP INDEX {VECTOR_INDEX} IF EXISTS").consume()
+    session.run(_vector_index_statement(), options=_vector_options(embedding_dimension)).consume()
+    return True

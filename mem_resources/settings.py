@@ -16,6 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 Provider = Literal["offline", "openai"]
+EmbedderKind = Literal["offline", "hashing", "openai"]
+ResponseFormat = Literal["json_schema", "json_object", "none"]
+#: Native vector sizes: the offline default (WordLlama) is 256, the hashing embedder 384.
+DEFAULT_DIMENSIONS = {"offline": 256, "hashing": 384, "openai": 1536}
 
 
 def _env(*names: str) -> AliasChoices:
@@ -45,8 +49,8 @@ class Settings(BaseSettings):
     backup_dir: str = Field(default="data/backups", validation_alias=_env("MEMTEND_BACKUP_DIR"))
     context_config: str | None = Field(default=None, validation_alias=_env("MEMTEND_CONTEXT_CONFIG"))
 
-    embedder: Provider = Field(default="offline", validation_alias=_env("MEMTEND_EMBEDDER"))
-    embedding_dim: int = Field(default=384, ge=1, validation_alias=_env("MEMTEND_EMBEDDING_DIM"))
+    embedder: EmbedderKind = Field(default="offline", validation_alias=_env("MEMTEND_EMBEDDER"))
+    embedding_dim: int | None = Field(default=None, ge=1, validation_alias=_env("MEMTEND_EMBEDDING_DIM"))
     embedding_model: str = Field(default="text-embedding-3-small",
                                  validation_alias=_env("MEMTEND_EMBEDDING_MODEL"))
     llm: Provider = Field(default="offline", validation_alias=_env("MEMTEND_LLM"))
@@ -54,6 +58,15 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
+    llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
+                                 description="Seconds one LLM/embedding request may take.")
+    llm_max_retries: int = Field(default=2, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_RETRIES"),
+                                 description="SDK retries on timeouts, 408/429/5xx and lost connections.")
+    llm_response_format: ResponseFormat = Field(
+        default="json_schema", validation_alias=_env("MEMTEND_LLM_RESPONSE_FORMAT"),
+        description="json_schema (falls back to json_object, then none, when the server refuses it).")
+    judge_deadline_s: float = Field(default=900.0, gt=0, validation_alias=_env("MEMTEND_JUDGE_DEADLINE"),
+                                    description="Seconds of LLM judging per run; later nodes wait.")
 
     tenant_lock_ttl_s: float = Field(
         default=60.0, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),
@@ -76,10 +89,15 @@ class Settings(BaseSettings):
         description="in_process: a run's steps share one process (cheap; one tenant's steps run "
                     "one after another anyway); multiprocess: a process per step.")
 
-    @field_validator("embedder", "llm", "automation", "executor", mode="before")
+    @field_validator("embedder", "llm", "automation", "executor", "llm_response_format", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @property
+    def dimension(self) -> int:
+        """The vector size: ``MEMTEND_EMBEDDING_DIM`` when set, else the embedder's own."""
+        return self.embedding_dim or DEFAULT_DIMENSIONS[self.embedder]
 
     @property
     def automation_on(self) -> bool:

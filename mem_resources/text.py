@@ -47,3 +47,44 @@ def language_of(texts: Sequence[str]) -> str:
     """``zh`` when most texts contain Chinese characters, else ``en``."""
     chinese = sum(1 for text in texts if CJK.search(text))
     return "zh" if chinese * 2 > len(texts) else "en"
+
+
+_CJK_FUNCTION_CHARS = frozenset("的了是在和也就都而及与或着吧呢吗啊地得之")
+
+
+def _english_stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+def content_words(text: str) -> list[str]:
+    """English words minus stop words; jieba words of Chinese runs minus function characters."""
+    stop = _english_stop_words()
+    words: list[str] = []
+    for token in tokens(text):
+        if is_chinese(token):
+            words.extend(w for w in chinese_words(token) if not set(w) <= _CJK_FUNCTION_CHARS)
+        elif token not in stop:
+            words.append(token)
+    return words
+
+
+def _stem(word: str) -> str:
+    """Enough folding to match a plural or possessive with its base form."""
+    word = word.removesuffix("'s")
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def unsupported_words(text: str, sources: Sequence[str]) -> list[str]:
+    """Content words of ``text`` that no source contains: English words compared by stem,
+    Chinese words as substrings of a source (word boundaries differ between sentences)."""
+    english = {_stem(token) for source in sources for token in tokens(source) if not is_chinese(token)}
+    normalized = [normalize(source) for source in sources]
+    missing = []
+    for word in content_words(text):
+        found = (any(word in source for source in normalized) if is_chinese(word)
+                 else _stem(word) in english)
+        if not found:
+            missing.append(word)
+    return missing

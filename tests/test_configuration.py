@@ -47,13 +47,15 @@ def test_lifecycle_cli_uses_the_configured_embedding_dimension(
         neo4j: Neo4jResource, neo4j_uri: str, tenant: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch):
     """With another dimension, the CLI's resource must agree with the live vector index."""
+    other = 384 if neo4j.embedding_dimension != 384 else 256
     seed_tenant(neo4j, tenant, 5)
     with neo4j.session() as session:
         session.run(f"DROP INDEX {schema.VECTOR_INDEX}").consume()
-        schema.ensure(session, 256)
+        schema.ensure(session, other)
     try:
         monkeypatch.setenv("NEO4J_URI", neo4j_uri)
-        monkeypatch.setenv("MEMTEND_EMBEDDING_DIM", "256")
+        monkeypatch.setenv("MEMTEND_EMBEDDER", "hashing")
+        monkeypatch.setenv("MEMTEND_EMBEDDING_DIM", str(other))
         result = CliRunner().invoke(app, ["backup", tenant, "--backup-dir", str(tmp_path)])
         assert result.exit_code == 0, result.output
         assert "nodes" in result.output

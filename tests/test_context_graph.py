@@ -58,7 +58,8 @@ def _meta(result: dg.ExecuteInProcessResult, asset: str = "context_graph") -> di
 def _write(neo4j: Neo4jResource, tenant: str, records: list[dict], profile: TenantContext = PROFILE) -> ContextIngestReport:
     report = ContextIngestReport()
     parsed = [ParsedRecord(i, ContextRecord.model_validate(r)) for i, r in enumerate(records, 1)]
-    rejected = write_batch(tenant, parsed, "test.jsonl", profile, neo4j, HashingEmbedder(), report, T0)
+    rejected = write_batch(tenant, parsed, "test.jsonl", profile, neo4j,
+                           HashingEmbedder(dimension=neo4j.embedding_dimension), report, T0)
     assert rejected == []
     return report
 
@@ -94,7 +95,7 @@ def test_realtime_and_offline_records_write_one_graph(neo4j, instance, tmp_path,
     assert sorted(node["convs"]) == ["conv:2026-02-27", "conv:ch01"]
     assert sorted(node["labels"]) == ["MemoryItem", "Node"]
     assert memory["display"] == memory["name"] == display_name(shared, memory["payload_hash"])
-    assert memory["status"] == "activated" and memory["embedding"] == 384 and node["twin"] == "WorkingMemory"
+    assert memory["status"] == "activated" and memory["embedding"] == neo4j.embedding_dimension and node["twin"] == "WorkingMemory"
     assert _value(neo4j, "MATCH (m:MemoryItem {user_name: $t, data: $text}) RETURN count(m)",
                   t=tenant, text=shared) == 2, "plain item and context record share one node (+ its twin)"
     assert memory["point_id"] == "0b0f2b5e-51c2-4bd4-9d5e-1f0b8a7d9c03" and memory["isolation"] == "global"

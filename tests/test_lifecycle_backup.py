@@ -94,7 +94,7 @@ def test_embeddings_and_datetimes_keep_their_types(neo4j: Neo4jResource, tenant:
     assert record["created"].startswith("2026-11-01T08:0") and record["created"].endswith(":00Z")
     assert record["created_type"] == "ZONED DATETIME NOT NULL"
     assert record["embedding_type"] == "LIST<FLOAT NOT NULL> NOT NULL"
-    assert record["dim"] == 384
+    assert record["dim"] == neo4j.embedding_dimension
     assert zoned == "2026-03-29T03:30:00.123456789+02:00[Europe/Berlin]"
 
 

@@ -87,7 +87,7 @@ def test_soft_deleted_memories_are_invisible_to_the_pipeline_reads(neo4j: Neo4jR
     """The contract: stages read status 'activated' only, and ingest never resurrects."""
     items = [MemoryItemIn(memory=f"fact {i}", created_at=T0 + timedelta(minutes=i)) for i in range(3)]
     planned = plan(tenant, items)
-    nodes = build_nodes(tenant, planned, hashing_embed([p.item.memory for p in planned], 384), T0)
+    nodes = build_nodes(tenant, planned, hashing_embed([p.item.memory for p in planned], neo4j.embedding_dimension), T0)
     with neo4j.session() as session:
         session.execute_write(memory_queries.write_memories, tenant, nodes)
     doomed = planned[2]
@@ -115,7 +115,7 @@ def test_soft_deleted_memories_are_invisible_to_dedup_and_reorg_reads(neo4j: Neo
     items = [MemoryItemIn(memory=text, created_at=T0 + timedelta(minutes=i))
              for i, text in enumerate(texts)]
     planned = plan(tenant, items)
-    vectors = hashing_embed([p.item.memory for p in planned], 384)
+    vectors = hashing_embed([p.item.memory for p in planned], neo4j.embedding_dimension)
     with neo4j.session() as session:
         session.execute_write(memory_queries.write_memories, tenant,
                               build_nodes(tenant, planned, vectors, T0))
@@ -125,7 +125,7 @@ def test_soft_deleted_memories_are_invisible_to_dedup_and_reorg_reads(neo4j: Neo
 
     with neo4j.session() as session:
         unchecked = session.execute_read(dedup_queries.unchecked_nodes, tenant, 100)
-        active_ids = session.execute_read(dedup_queries.active_nodes, tenant, ["LongTermMemory"], 384)[0]
+        active_ids = session.execute_read(dedup_queries.active_nodes, tenant, ["LongTermMemory"], neo4j.embedding_dimension)[0]
         [neighbours] = session.execute_read(dedup_queries.vector_neighbours, tenant, [
             {"id": twin_text.node_id, "memory_type": "LongTermMemory",
              "embedding": vectors[0].tolist()}], 50)

@@ -23,5 +23,7 @@ def test_first_use_recreates_missing_indexes(neo4j: Neo4jResource, neo4j_uri: st
 
 def test_an_embedder_of_another_dimension_is_refused(neo4j: Neo4jResource, neo4j_uri: str):
     other = Neo4jResource(uri=neo4j_uri, database=neo4j.database, embedding_dimension=8)
-    with pytest.raises(SchemaMismatchError, match="dimension 384, the embedder produces 8"):
+    expected = rf"holds {neo4j.embedding_dimension}-dim vectors, but the configured embedder gives 8-dim"
+    with pytest.raises(SchemaMismatchError, match=expected) as refused:
         other.driver
+    assert "memtend reembed --recreate-index" in str(refused.value)

@@ -1,6 +1,7 @@
 """Incremental dedup of one tenant: candidates -> judgments -> merged nodes (seed 000 §4–§5)."""
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator
 from typing import Literal
 
 import dagster as dg
@@ -15,19 +16,18 @@ from mem_assets.dedup.candidates import (
     default_threshold,
     find_candidates,
     index_candidates,
+    orient_pairs,
 )
-from mem_assets.dedup.judges import Fusion, JudgeResource
+from mem_assets.dedup.judges import JudgeResource
 from mem_assets.dedup.judging import judge_pairs
-from mem_assets.dedup.labels import Label
-from mem_assets.dedup.planning import item_from_properties, plan_resolutions
+from mem_assets.dedup.planning import held_back, item_from_properties, plan_resolutions
+from mem_assets.dedup.recency import recency
 from mem_assets.dedup.resolution import DONE, apply_plan
 from mem_resources.embedder import EmbedderResource
-from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
-from mem_resources.progress import tracked
 from mem_resources.run_policy import LLM_POOL, LLM_RETRY, NEO4J_WRITE_POOL, OWNERS
 
 
@@ -91,12 +91,16 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
                 lambda rows, k: session.execute_read(queries.vector_neighbours, tenant, rows, k),
                 threshold, config.top_k, max_k=session.execute_read(queries.indexed_node_count))
         paired = set(pairs["left_id"]) | set(pairs["right_id"])
-        texts.update(session.execute_read(queries.node_texts, tenant, sorted(paired - set(texts))))
+        found = session.execute_read(queries.read_nodes, tenant, sorted(paired))
         alone = [node_id for node_id in new.ids if node_id not in paired]
         session.execute_write(queries.mark_checked, tenant, alone, seen_at, utc_now())
+    items = {i: item_from_properties(tenant, props, seen_at) for i, props in found.items()}
+    texts.update({i: item.memory for i, item in items.items() if i not in texts})
+    pairs = orient_pairs(pairs, set(new.ids), {i: recency(item) for i, item in items.items()})
     pairs["left_text"] = pairs["left_id"].map(texts)
     pairs["right_text"] = pairs["right_id"].map(texts)
     pairs["seen_at"] = seen_at
+    pairs.attrs["unchecked_nodes"] = len(new)
     context.add_output_metadata({
         **change_marker(context, len(new) > 0),
         "unchecked_nodes": len(new),
@@ -113,6 +117,13 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     return pairs
 
 
+JUDGE_FAILURES_CHECK = "judge_failures"
+
+
+def _per_new_node(calls: int, new_nodes: int) -> float:
+    return round(calls / new_nodes, 3) if new_nodes else 0.0
+
+
 @dg.asset(
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
@@ -121,11 +132,16 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
     code_version="1",
     pool=LLM_POOL,
     retry_policy=LLM_RETRY,
+    check_specs=[dg.AssetCheckSpec(
+        JUDGE_FAILURES_CHECK, asset="relation_judgments",
+        description="Warns when judge calls failed or ran out of time: those nodes stay "
+                    "unchecked and are judged again by the next run.")],
 )
 def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFrame,
-                       neo4j: Neo4jResource, judge: JudgeResource) -> pd.DataFrame:
+                       neo4j: Neo4jResource, judge: JudgeResource) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Each candidate pair labelled redundant, contradictory or independent, with a reason;
-    judged once per content pair (cached in the graph), so reruns cost no judge calls."""
+    one judge request per new node with all its candidates, judged once per content pair
+    (cached in the graph), so reruns cost no judge calls."""
     tenant = tenant_of(context)
     with neo4j.session() as session:
         report = judge_pairs(dedup_candidates, judge,
@@ -135,28 +151,51 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
             now = utc_now()
             session.execute_write(queries.store_judgments, tenant,
                                   [{**row, "judged_at": now} for row in report.to_cache])
-    judgments = report.judgments
-    for row in judgments[judgments["failed"]].itertuples():
+    judgments, usage = report.judgments, report.usage
+    failed = judgments[judgments["failed"].astype(bool)] if len(judgments) else judgments
+    deferred = judgments[judgments["deferred"].astype(bool)] if len(judgments) else judgments
+    for row in failed.itertuples():
         context.log.warning(f"Judge failed on pair {row.left_id} / {row.right_id} ({row.reason}); "
                             "counted as independent, nothing merged, both nodes stay unchecked.")
+    if len(deferred):
+        context.log.warning(f"The judging deadline passed: {usage.deferred} new nodes "
+                            f"({len(deferred)} pairs) were not judged and stay unchecked.")
     labels = judgments["label"].value_counts().to_dict() if len(judgments) else {}
     frame = judgments.merge(dedup_candidates[["left_id", "right_id", "left_text", "right_text", "score"]],
                             on=["left_id", "right_id"], how="left") if len(judgments) else judgments
-    context.add_output_metadata({
-        **change_marker(context, len(judgments) > 0),
+    new_nodes = int(dedup_candidates.attrs.get("unchecked_nodes", 0))
+    frame.attrs.update({"unchecked_nodes": new_nodes, "judge_calls": usage.calls})
+    counts = {
+        "failed": len(failed),
+        "failed_nodes": usage.failures,
+        "deferred_nodes": usage.deferred,
+        "unparsable_answers": usage.unparsable,
+        "retries": usage.retries,
+    }
+    yield dg.Output(frame, metadata={
+        **change_marker(context, len(frame) > 0),
         "pairs": len(judgments),
         "redundant": int(labels.get("redundant", 0)),
         "contradictory": int(labels.get("contradictory", 0)),
         "independent": int(labels.get("independent", 0)),
-        "failed": int(judgments["failed"].sum()) if len(judgments) else 0,
+        **counts,
+        "failure_kinds": dg.MetadataValue.json(dict(usage.failure_kinds)),
         "cache_hits": report.cache_hits,
         "judge": judge.fingerprint,
-        "judge_calls": report.usage.calls,
-        "prompt_tokens": report.usage.prompt_tokens,
-        "completion_tokens": report.usage.completion_tokens,
+        "nodes_judged": report.requests,
+        "judge_calls": usage.calls,
+        "judge_calls_per_new_node": _per_new_node(usage.calls, new_nodes),
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
         "preview": preview_table(frame, ["label", "left_text", "right_text", "reason"]),
     })
-    return frame
+    yield dg.AssetCheckResult(
+        check_name=JUDGE_FAILURES_CHECK, passed=not (len(failed) or len(deferred)),
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={**counts, "failure_kinds": dg.MetadataValue.json(dict(usage.failure_kinds))},
+        description=None if not (len(failed) or len(deferred)) else
+        f"{usage.failures} judge requests failed and {usage.deferred} were not made in time; "
+        "their nodes stay unchecked for the next run.")
 
 
 @dg.asset(
@@ -172,53 +211,59 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
                  relation_judgments: pd.DataFrame, neo4j: Neo4jResource,
                  embedder: EmbedderResource, judge: JudgeResource) -> pd.DataFrame:
     """Resolutions applied to the graph: redundant groups merged (originals archived with
-    MERGED_TO, their edges moved), contradictions fused or resolved newer-wins (SUPERSEDED_BY)."""
+    MERGED_TO, their edges moved), contradictions fused or resolved newer-wins (SUPERSEDED_BY),
+    contradictions of one moment left unresolved with a reason."""
     tenant = tenant_of(context)
     now = utc_now()
     judgments = relation_judgments
     ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
+    budget = judge.run_deadline_s()
     with neo4j.session() as session:
         found = session.execute_read(queries.read_nodes, tenant, ids)
         nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
-        with tracked(f"fuse {tenant}", context.log.info, unit="groups") as progress:
-            def fuse(texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
-                fused = judge.fuse(texts, label)
-                progress.advance()
-                return fused
-
-            plan = plan_resolutions(tenant, judgments, nodes, fuse)
+        plan = plan_resolutions(tenant, judgments, nodes, judge.fuse,
+                                deadline=time.monotonic() + budget if budget else None)
         vectors = embedder.embed([m.text for m in plan.merges])
         rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
-                          {i: n.memory for i, n in nodes.items()}, now, sink=context.log.info)
-        deferred = [row for row in rows if row["status"] not in DONE]
-        if deferred:
-            context.log.info(f"{len(deferred)} resolutions deferred (a node changed or was archived "
-                             "earlier in this run); their nodes stay unchecked for the next run")
-        for group in plan.unresolved:
-            context.log.warning(f"Resolver failed for {list(group)}: left as they are, unchecked.")
-        held_back = {i for row in deferred for i in row["sources"]}
-        held_back |= {i for group in plan.unresolved for i in group}
-        if len(judgments):
-            failed = judgments[judgments["failed"]]
-            held_back |= set(failed["left_id"]) | set(failed["right_id"])
-        checked = [i for i in ids if i not in held_back]
+                          {i: n.memory for i, n in nodes.items()}, now)
+        waiting = set(held_back(ids, judgments, plan, rows, DONE))
+        checked = [i for i in ids if i not in waiting]
         seen_at = pd.Timestamp(dedup_candidates["seen_at"].iloc[0]).to_pydatetime() \
             if len(dedup_candidates) else now
         session.execute_write(queries.mark_checked, tenant, checked, seen_at, utc_now())
+    deferred = [row for row in rows if row["status"] not in DONE]
+    if deferred:
+        context.log.info(f"{len(deferred)} resolutions deferred (a node changed or was archived "
+                         "earlier in this run); their nodes stay unchecked for the next run")
+    for group in plan.failed:
+        context.log.warning(f"Resolver failed for {list(group)}: left as they are, unchecked.")
+    for item in plan.unresolved:
+        context.log.info(f"Unresolved contradiction {list(item.ids)}: {item.reason}")
     result = pd.DataFrame(rows, columns=["action", "sources", "result", "text", "status",
-                                         "edges_moved", "archived"])
+                                         "edges_moved", "archived", "twins_archived"])
     applied = result[result["status"] == "applied"]
+    texts = {**{i: n.memory for i, n in nodes.items()}, **{m.merged_id: m.text for m in plan.merges}}
+    unresolved = pd.DataFrame([{"first": texts[a], "second": texts[b], "reason": item.reason}
+                               for item in plan.unresolved for a, b in [item.ids]],
+                              columns=["first", "second", "reason"])
+    new_nodes = int(relation_judgments.attrs.get("unchecked_nodes", 0))
+    llm_calls = int(relation_judgments.attrs.get("judge_calls", 0)) + plan.usage.calls
     context.add_output_metadata({
         **change_marker(context, len(applied) + len(checked) > 0),
         "merges": int(applied["action"].str.startswith("merge").sum()),
         "supersedes": int((applied["action"] == "supersede").sum()),
         "archived": int(applied["archived"].fillna(0).sum()),
+        "working_twins_archived": int(applied["twins_archived"].fillna(0).sum()),
         "edges_moved": int(applied["edges_moved"].fillna(0).sum()),
         "skipped": int(len(result) - len(applied)),
         "unresolved": len(plan.unresolved),
+        "unresolved_pairs": preview_table(unresolved, ["first", "second", "reason"]),
+        "resolver_failed": len(plan.failed),
+        "unsupported_fusions": plan.unsupported_fusions,
         "nodes_marked_checked": len(checked),
         "resolver_calls": plan.usage.calls,
         "resolver_tokens": plan.usage.prompt_tokens + plan.usage.completion_tokens,
+        "judge_and_resolver_calls_per_new_node": _per_new_node(llm_calls, new_nodes),
         "preview": preview_table(result, ["action", "status", "result", "text"]),
     })
     return result

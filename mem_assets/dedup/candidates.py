@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from mem_resources.embedder import EmbedderResource, HashingEmbedder
+from mem_assets.dedup.recency import Recency, when
+from mem_resources.embedder import EmbedderResource, HashingEmbedder, WordLlamaEmbedder
 
 PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 
@@ -21,15 +22,20 @@ PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 #: "is single" scores 0.25), so it gets the highest 0.05 step that keeps every clear-cut
 #: redundant/contradictory pair of tests/data/labeled_pairs.jsonl; bench/dedup_bench.py prints
 #: that calibration. top_k bounds the judge's work either way.
+#: WordLlama: chosen on data/judge/train.jsonl only, the highest 0.05 step keeping >= 98% of the
+#: redundant and >= 94% of the contradictory training pairs as candidates (docs/dedup.md).
 NEURAL_THRESHOLD = 0.8
 HASHING_THRESHOLD = 0.2
 #: Scores are rounded before the top k is taken, and equal scores go to the lower pool position
 #: (id order): texts that differ in one word tie exactly, and float noise of the matrix product
 #: (which varies with memory layout) must not pick a different neighbour on every run.
 SCORE_DECIMALS = 5
+WORDLLAMA_THRESHOLD = 0.35
 
 
 def default_threshold(embedder: EmbedderResource) -> float:
+    if isinstance(embedder, WordLlamaEmbedder):
+        return WORDLLAMA_THRESHOLD
     return HASHING_THRESHOLD if isinstance(embedder, HashingEmbedder) else NEURAL_THRESHOLD
 
 
@@ -173,3 +179,23 @@ def index_candidates(new: NodeVectors, active_ids: list[str], active_hashes: lis
         k = min(4 * k, max_k)
     return _pairs_frame(found)
 
+
+def orient_pairs(pairs: pd.DataFrame, unchecked: set[str], recencies: dict[str, Recency]) -> pd.DataFrame:
+    """Which side of each pair is the new node the judge asks about (``new_id``: the unchecked
+    side, the newer one when both are), when each side was stated (``left_at``, ``right_at``) and
+    where the other side stands in time (``other_when``: older, newer, same time)."""
+    pairs = pairs.copy()
+    new_ids, whens = [], []
+    for left, right in zip(pairs["left_id"], pairs["right_id"], strict=True):
+        if (left in unchecked) != (right in unchecked):
+            new = left if left in unchecked else right
+        else:
+            new = max((left, right), key=lambda node: (recencies[node], node))
+        other = right if new == left else left
+        new_ids.append(new)
+        whens.append(when(recencies[other], recencies[new]))
+    pairs["new_id"] = new_ids
+    pairs["other_when"] = whens
+    for side in ("left", "right"):
+        pairs[f"{side}_at"] = [recencies[node].stated_at.isoformat() for node in pairs[f"{side}_id"]]
+    return pairs

@@ -46,5 +46,15 @@ def no_cross_tenant_edges(context: dg.AssetCheckExecutionContext,
     return offenders_result(edges, "edges join this tenant to another")
 
 
+@dg.asset_check(asset=merged_nodes, partitions_def=tenant_partitions)
+def topics_have_no_archived_members(context: dg.AssetCheckExecutionContext,
+                                    neo4j: Neo4jResource) -> dg.AssetCheckResult:
+    """No activated topic has a PARENT edge to an archived memory: a merge or supersede moves a
+    topic's edge to the survivor (or drops it when the survivor is already under a topic)."""
+    with neo4j.session() as session:
+        edges = session.execute_read(queries.topics_with_archived_members, context.partition_key)
+    return offenders_result(edges, "activated topics point at archived members")
+
+
 dedup_checks = [no_duplicate_payloads, archived_have_successor, lineage_edges_unique,
-                no_cross_tenant_edges]
+                no_cross_tenant_edges, topics_have_no_archived_members]

@@ -1,27 +1,39 @@
 """Judges: label a pair of memories redundant / contradictory / independent, and fuse them.
 
 Two implementations behind one resource type, so assets never know which one runs:
-``OfflineJudge`` (lexical rules, no network; see mem_resources/offline_judge.py) and
-``OpenAIJudge`` (any OpenAI-compatible chat endpoint). A judge that fails — transport error,
-timeout after retries, or an answer that does not validate — yields ``failed=True`` with label
-``independent``: a failure never merges anything.
+``OfflineJudge`` (a learned model over pair features, no network; see
+mem_assets/dedup/judge_model.py) and
+``OpenAIJudge`` (any OpenAI-compatible chat endpoint, one call per new memory with all its
+candidates). A judge that fails — transport error, HTTP status, a broken body, an answer that
+cannot be read or does not validate, even after one more try — yields ``failed=True`` with label
+``independent``: a failure never merges anything, and the node stays unchecked for the next run.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from dagster import ConfigurableResource
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mem_assets.dedup import offline_judge
+from mem_assets.dedup.judge_requests import (
+    GroupVerdict,
+    JudgeRequest,
+    MemoryRef,
+    Reconciliation,
+    fuse_message,
+    judge_message,
+)
 from mem_assets.dedup.labels import Label
 from mem_assets.dedup.prompts import FUSE_SYSTEM, JUDGE_SYSTEM
 from mem_resources.llm import ChatUsage, OpenAIChatResource
+from mem_resources.text import unsupported_words
 
 log = logging.getLogger(__name__)
 
@@ -29,18 +41,23 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Judgment:
+    """``deferred``: not judged (the run's deadline passed); like a failure it merges nothing."""
+
     label: Label
     reason: str
     failed: bool = False
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
 class Fusion:
-    """How to resolve a group: ``text`` is the fused memory, or None for "keep the newer"."""
+    """How to resolve a group: ``text`` is the fused memory, or None for "keep the newer".
+    ``unsupported``: the model's fused text said things no source said and was not used."""
 
     text: str | None
     reason: str
     failed: bool = False
+    unsupported: bool = False
 
 
 class JudgeResource(ConfigurableResource, ABC):
@@ -52,84 +69,135 @@ class JudgeResource(ConfigurableResource, ABC):
         """Identifies the judge in the judgment cache: another judge re-judges."""
 
     @abstractmethod
-    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]: ...
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        """Label (older, newer) text pairs."""
+
+    def judge_requests(self, requests: Sequence[JudgeRequest]) -> tuple[list[list[Judgment]], ChatUsage]:
+        """Label each request's candidates against its new memory; by default every pair in one
+        batch of ``judge_pairs``."""
+        flat = [pair for request in requests for pair in request.pairs()]
+        judged, usage = self.judge_pairs(flat)
+        results, start = [], 0
+        for request in requests:
+            results.append(judged[start:start + len(request.candidates)])
+            start += len(request.candidates)
+        return results, usage
 
     @abstractmethod
-    def fuse(self, texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
-        """Fuse redundant texts, or reconcile contradictory ones (``text=None``: irreconcilable)."""
+    def fuse(self, texts: Sequence[str], label: Label,
+             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+        """Fuse redundant texts, or reconcile contradictory ones (``text=None``: irreconcilable).
+        ``texts`` come oldest first, with their ``dates`` when known."""
+
+    def run_deadline_s(self) -> float | None:
+        """Seconds one run may spend judging; None: no limit."""
+        return None
 
 
 class OfflineJudge(JudgeResource):
-    """Rules over content words (see offline_judge); fuses by keeping the more informative text."""
+    """The shipped pair model (mem_assets/dedup/judge_model.py), precision first; fuses by keeping
+    the more informative text."""
 
     @property
     def fingerprint(self) -> str:
-        return "offline-v1"
+        from mem_assets.dedup import judge_model
+
+        return f"offline-model:{judge_model.load().fingerprint}"
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
-        judgments = [Judgment(*offline_judge.judge(a, b)) for a, b in pairs]
+        from mem_assets.dedup import judge_model
+
+        decided = judge_model.predict(list(pairs))
+        judgments = [Judgment(label, f"judge model: P({label}) = {p:.2f}") for label, p in decided]
         return judgments, ChatUsage(calls=len(pairs))
 
-    def fuse(self, texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
+    def fuse(self, texts: Sequence[str], label: Label,
+             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
         if label == "contradictory":
             return Fusion(None, "offline judge never reconciles a contradiction"), ChatUsage()
         best = max(texts, key=offline_judge.informativeness)
         return Fusion(best, "kept the most informative text"), ChatUsage()
 
 
-class Verdict(BaseModel):
-    """The LLM's answer; the reason comes first so the model reasons before it decides."""
-
-    reason: str = Field(min_length=1, max_length=1000)
-    relation: Label
-
-
-class Reconciliation(BaseModel):
-    reason: str = Field(min_length=1, max_length=1000)
-    reconcilable: bool
-    merged: str | None = Field(default=None, max_length=8000)
-
-
-
-
 class OpenAIJudge(JudgeResource):
-    """An OpenAI-compatible chat model; timeouts and backoff retries come from ``chat``."""
+    """An OpenAI-compatible chat model: one call per new memory with all its candidates.
+
+    Timeouts and backoff retries come from ``chat``; an unreadable answer is asked for once more;
+    after ``deadline_s`` no new call starts and the remaining memories wait for the next run.
+    """
 
     chat: OpenAIChatResource
     max_concurrency: int = 4
+    deadline_s: float = Field(default=900.0, gt=0, description="Seconds of judging per run.")
 
     @property
     def fingerprint(self) -> str:
-        return f"openai:{self.chat.model}:v1"
+        return f"openai:{self.chat.model}:v2"
 
-    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+    def run_deadline_s(self) -> float | None:
+        return self.deadline_s
+
+    def judge_requests(self, requests: Sequence[JudgeRequest]) -> tuple[list[list[Judgment]], ChatUsage]:
         client = self.chat.client()
-        usage = ChatUsage()
+        deadline = time.monotonic() + self.deadline_s
 
-        def one(pair: tuple[str, str]) -> tuple[Judgment, ChatUsage]:
-            user = f"Memory A: {pair[0]}\nMemory B: {pair[1]}"
-            verdict, call_usage = self.chat.complete_json(JUDGE_SYSTEM, user, Verdict, client=client)
+        def one(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
+            count = len(request.candidates)
+            if time.monotonic() >= deadline:
+                return [Judgment("independent", "not judged: the run's deadline passed",
+                                 deferred=True)] * count, ChatUsage(deferred=1)
+            verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
+                                                client=client, context={"candidates": count},
+                                                deadline=deadline)
             if verdict is None:
-                log.warning("Judge gave no valid verdict for pair %.60r / %.60r: counted as "
-                            "independent, nothing merged", pair[0], pair[1])
-                return Judgment("independent", "judge failed: no valid answer", failed=True), call_usage
-            return Judgment(verdict.relation, verdict.reason), call_usage
+                kinds = ", ".join(sorted(usage.failure_kinds)) or "no valid answer"
+                log.warning("Judge failed on %.60r with %d candidates (%s): counted as "
+                            "independent, nothing merged", request.new.text, count, kinds)
+                return [Judgment("independent", f"judge failed: {kinds}", failed=True)] * count, usage
+            return [Judgment(v.relation, v.reason or "(no reason given)") for v in verdict.labels()], usage
 
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            results = list(pool.map(one, pairs))
+            results = list(pool.map(one, requests))
+        usage = ChatUsage()
         for _, call_usage in results:
             usage.add(call_usage)
-        return [judgment for judgment, _ in results], usage
+        return [judgments for judgments, _ in results], usage
 
-    def fuse(self, texts: Sequence[str], label: Label) -> tuple[Fusion, ChatUsage]:
-        user = "\n".join(f"Memory {i + 1}: {text}" for i, text in enumerate(texts))
-        answer, usage = self.chat.complete_json(FUSE_SYSTEM.format(label=label), user, Reconciliation)
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        """(older, newer) pairs, one call per distinct newer text with all its older ones."""
+        by_newer: dict[str, list[int]] = {}
+        for position, (_, newer) in enumerate(pairs):
+            by_newer.setdefault(newer, []).append(position)
+        requests = [JudgeRequest(MemoryRef(newer), tuple(MemoryRef(pairs[i][0]) for i in positions),
+                                 ("older",) * len(positions))
+                    for newer, positions in by_newer.items()]
+        results, usage = self.judge_requests(requests)
+        judged: list[Judgment | None] = [None] * len(pairs)
+        for positions, judgments in zip(by_newer.values(), results, strict=True):
+            for position, judgment in zip(positions, judgments, strict=True):
+                judged[position] = judgment
+        return [j for j in judged if j is not None], usage
+
+    def fuse(self, texts: Sequence[str], label: Label,
+             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+        """A fused text is used only if every content word of it appears in some source."""
+        answer, usage = self.chat.ask_json(FUSE_SYSTEM, fuse_message(texts, dates, label), Reconciliation)
         if answer is None:
             log.warning("Resolver gave no valid answer for %d memories: left unresolved", len(texts))
             return Fusion(None, "resolver failed: no valid answer", failed=True), usage
-        if answer.reconcilable and answer.merged and answer.merged.strip():
-            return Fusion(answer.merged.strip(), answer.reason), usage
+        merged = (answer.merged or "").strip()
+        best = max(texts, key=offline_judge.informativeness)
+        if answer.reconcilable and merged:
+            missing = unsupported_words(merged, texts)
+            if not missing:
+                return Fusion(merged, answer.reason), usage
+            log.warning("Fused text %.80r says what no source says (%s): not used", merged,
+                        ", ".join(missing[:5]))
+            if label == "redundant":
+                return Fusion(best, "fused text not supported by its sources: kept the most "
+                                    "informative source", unsupported=True), usage
+            return Fusion(None, "reconciled text not supported by its sources: the newest "
+                                "stays", unsupported=True), usage
         if label == "redundant":
-            best = max(texts, key=offline_judge.informativeness)
             return Fusion(best, f"kept the most informative text ({answer.reason})"), usage
         return Fusion(None, answer.reason), usage

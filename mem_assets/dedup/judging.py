@@ -1,4 +1,8 @@
-"""Judging candidate pairs through a content-hash cache, so no pair is ever judged twice."""
+"""Judging candidate pairs through a content-hash cache, so no pair is ever judged twice.
+
+Uncached pairs are grouped by their new node: one judge request per new memory with all its
+candidates, each candidate placed before, after or at the same time as the new memory.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from mem_assets.dedup.judge_requests import JudgeRequest, MemoryRef
 from mem_assets.dedup.judges import JudgeResource, Judgment
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text
 from mem_resources.progress import Sink, tracked
 
-JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed", "pair_key"]
-#: Pairs handed to the judge at once: big enough to keep its concurrent calls busy, small enough
-#: that progress moves.
-JUDGE_BATCH = 64
+JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed", "deferred", "pair_key"]
 
 
 def pair_key(judge_fingerprint: str, text_a: str, text_b: str) -> str:
@@ -32,41 +34,77 @@ class JudgingReport:
     to_cache: list[dict] = field(default_factory=list)
     usage: ChatUsage = field(default_factory=ChatUsage)
     cache_hits: int = 0
+    requests: int = 0
+
+
+def _date(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def build_requests(pairs: pd.DataFrame) -> tuple[list[JudgeRequest], list[list[int]]]:
+    """One request per new node (column ``new_id``) with its pairs' other sides as candidates;
+    also the row positions each request covers. Without ``new_id``, the right side is new."""
+    groups: dict[str, list[int]] = {}
+    new_ids = pairs["new_id"] if "new_id" in pairs else pairs["right_id"]
+    for position, new_id in enumerate(new_ids):
+        groups.setdefault(new_id, []).append(position)
+    requests = []
+    for new_id, positions in groups.items():
+        candidates, when = [], []
+        new = None
+        for position in positions:
+            row = pairs.iloc[position]
+            mine, other = ("left", "right") if row["left_id"] == new_id else ("right", "left")
+            new = MemoryRef(row[f"{mine}_text"], _date(row.get(f"{mine}_at")))
+            candidates.append(MemoryRef(row[f"{other}_text"], _date(row.get(f"{other}_at"))))
+            when.append(row.get("other_when", "older"))
+        requests.append(JudgeRequest(new, tuple(candidates), tuple(when)))
+    return requests, list(groups.values())
 
 
 def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                 lookup: Callable[[Sequence[str]], dict[str, dict]],
                 sink: Sink | None = None, label: str = "judge") -> JudgingReport:
-    """Label each pair (columns left_id, right_id, left_text, right_text).
+    """Label each pair (columns left_id, right_id, left_text, right_text; optionally new_id,
+    left_at, right_at, other_when).
 
     Identical text pairs share one judgment; ``lookup`` returns cached judgments by key. Failed
-    judgments are returned (label independent, failed) but never offered for caching. Progress
-    over the uncached pairs goes to ``sink``.
+    and deferred judgments are returned (label independent) but never offered for caching.
+    Progress over the uncached pairs goes to ``sink``.
     """
     if pairs.empty:
         return JudgingReport(pd.DataFrame(columns=JUDGMENT_COLUMNS))
+    pairs = pairs.reset_index(drop=True)
     keys = [pair_key(judge.fingerprint, a, b)
             for a, b in zip(pairs["left_text"], pairs["right_text"], strict=True)]
-    texts = dict(zip(keys, zip(pairs["left_text"], pairs["right_text"], strict=True), strict=True))
-    cached = lookup(list(texts))
-    missing = [key for key in texts if key not in cached]
+    cached = lookup(sorted(set(keys)))
+    first_of_key: dict[str, int] = {}
+    for position, key in enumerate(keys):
+        if key not in cached:
+            first_of_key.setdefault(key, position)
+    todo = pairs.iloc[sorted(first_of_key.values())].reset_index(drop=True)
     fresh: dict[str, Judgment] = {}
     usage = ChatUsage()
-    with tracked(label, sink, total=len(missing), unit="pairs") as progress:
-        for start in range(0, len(missing), JUDGE_BATCH):
-            batch = missing[start:start + JUDGE_BATCH]
-            judged, batch_usage = judge.judge_pairs([texts[key] for key in batch])
-            fresh.update(zip(batch, judged, strict=True))
-            usage.add(batch_usage)
-            progress.advance(len(batch))
+    requests: list[JudgeRequest] = []
+    if not todo.empty:
+        requests, covered = build_requests(todo)
+        with tracked(label, sink, total=len(todo), unit="pairs") as progress:
+            results, usage = judge.judge_requests(requests)
+            progress.advance(len(todo))
+        todo_keys = [keys[position] for position in sorted(first_of_key.values())]
+        for positions, judgments in zip(covered, results, strict=True):
+            for position, judgment in zip(positions, judgments, strict=True):
+                fresh[todo_keys[position]] = judgment
     rows = []
     for key, left, right in zip(keys, pairs["left_id"], pairs["right_id"], strict=True):
         if key in cached:
-            rows.append((left, right, cached[key]["label"], cached[key]["reason"], True, False, key))
+            rows.append((left, right, cached[key]["label"], cached[key]["reason"], True, False, False, key))
         else:
             verdict = fresh[key]
-            rows.append((left, right, verdict.label, verdict.reason, False, verdict.failed, key))
+            rows.append((left, right, verdict.label, verdict.reason, False, verdict.failed,
+                         verdict.deferred, key))
     to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason,
-                 "judge": judge.fingerprint} for key, verdict in fresh.items() if not verdict.failed]
+                 "judge": judge.fingerprint} for key, verdict in fresh.items()
+                if not verdict.failed and not verdict.deferred]
     return JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
-                         cache_hits=sum(key in cached for key in texts))
+                         cache_hits=sum(key in cached for key in set(keys)), requests=len(requests))

@@ -195,74 +195,125 @@ def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
     return {record["id"]: record["props"] for record in result}
 
 
+#: Archive the activated WorkingMemory twins of the nodes ``$ids`` (bound by working_binding);
+#: ``survivor`` is the variable of the node they archive into.
+_ARCHIVE_TWINS = """
+    UNWIND $ids AS id
+    MATCH (s:MemoryItem {{user_name: $tenant, id: id}})
+    MATCH (w:MemoryItem {{user_name: $tenant, id: s.working_binding}})
+    WHERE w.memory_type = $working AND coalesce(w.status, 'activated') = 'activated'
+    SET w.status = 'archived', w.archived_reason = $reason, w.archived_at = $now,
+        w.evolve_to = [{survivor}.id]
+    RETURN count(w) AS twins
+"""
+
+#: Move the topic (PARENT) edges of the nodes ``$ids`` onto ``survivor``, first those of
+#: ``$first``; an edge is dropped instead when the survivor already has a parent of that level.
+_MOVE_PARENTS = """
+    UNWIND $ids AS id
+    MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r:PARENT]-(p)
+    WITH {survivor}, s, r, p ORDER BY CASE WHEN s.id = $first THEN 0 ELSE 1 END, s.id, p.id
+    CALL ({survivor}, r, p) {{
+        WITH {survivor}, r, p
+        WHERE NOT EXISTS {{
+            MATCH (q)-[:PARENT]->({survivor})
+            WHERE coalesce(q.reorg_level, -1) = coalesce(p.reorg_level, -1)
+        }}
+        MERGE (p)-[c:PARENT]->({survivor})
+        SET c += properties(r)
+    }}
+    DELETE r
+    RETURN count(*) AS parents
+"""
+
+
 def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: Sequence[str],
                   template_id: str, props: dict[str, Any], update_type: str, reason: str,
                   now: datetime) -> dict[str, int]:
     """Create the merged node (copying the template source's extra properties), move every
-    non-lineage edge of the sources onto it, archive the sources with MERGED_TO edges.
+    non-lineage edge of the sources onto it, archive the sources and their working twins with
+    MERGED_TO edges.
 
-    Only the template's topic (incoming PARENT) moves, so the merged node has one parent per
-    level; the other sources stay under their topics as archived history."""
+    Topic edges (incoming PARENT) move too, the template's first; one whose level the merged
+    node already has is dropped, so the merged node keeps one parent per level and no topic
+    keeps an archived member."""
     record = tx.run(
-        """
-        MATCH (t:MemoryItem {user_name: $tenant, id: $template})
+        f"""
+        MATCH (t:MemoryItem {{user_name: $tenant, id: $template}})
         CREATE (m:Node:MemoryItem)
-        SET m = t {.*, id: $merged, dedup_checked_at: null, archived_reason: null, archived_at: null}
+        SET m = t {{.*, id: $merged, dedup_checked_at: null, archived_reason: null, archived_at: null}}
         SET m += $props
         WITH m
-        CALL (m) {
+        CALL (m) {{
             UNWIND $ids AS id
-            MATCH (s:MemoryItem {user_name: $tenant, id: id})-[r]->(o)
+            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})-[r]->(o)
             WHERE NOT type(r) IN $lineage AND o <> m
               AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
             MERGE (m)-[c:$(type(r))]->(o)
             SET c += properties(r)
             DELETE r
             RETURN count(*) AS moved_out
-        }
-        CALL (m) {
+        }}
+        CALL (m) {{
             UNWIND $ids AS id
-            MATCH (s:MemoryItem {user_name: $tenant, id: id})<-[r]-(o)
-            WHERE NOT type(r) IN $lineage AND o <> m
+            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r]-(o)
+            WHERE NOT type(r) IN $lineage AND type(r) <> 'PARENT' AND o <> m
               AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
-              AND (type(r) <> 'PARENT' OR s.id = $template)
             MERGE (o)-[c:$(type(r))]->(m)
             SET c += properties(r)
             DELETE r
             RETURN count(*) AS moved_in
-        }
-        CALL (m) {
+        }}
+        CALL (m) {{
+            {_MOVE_PARENTS.format(survivor="m")}
+        }}
+        CALL (m) {{
+            {_ARCHIVE_TWINS.format(survivor="m")}
+        }}
+        CALL (m) {{
             UNWIND $ids AS id
-            MATCH (s:MemoryItem {user_name: $tenant, id: id})
+            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})
             SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = $now,
                 s.evolve_to = [m.id]
-            CREATE (s)-[:MERGED_TO {update_type: $update_type, reason: $why, created_at: $now}]->(m)
+            CREATE (s)-[:MERGED_TO {{update_type: $update_type, reason: $why, created_at: $now}}]->(m)
             RETURN count(s) AS archived
-        }
-        RETURN moved_out + moved_in AS edges_moved, archived
+        }}
+        RETURN moved_out + moved_in + parents AS edges_moved, archived, twins
         """,
-        tenant=tenant, template=template_id, merged=merged_id, ids=list(sources),
+        tenant=tenant, template=template_id, first=template_id, merged=merged_id, ids=list(sources),
         props={**props, "id": merged_id, "user_name": tenant}, lineage=list(LINEAGE_TYPES),
-        reason=MERGED_REASON, now=now, update_type=update_type, why=reason,
+        reason=MERGED_REASON, now=now, update_type=update_type, why=reason, working=WORKING,
     ).single()
-    return {"edges_moved": record["edges_moved"], "archived": record["archived"]}
+    return {"edges_moved": record["edges_moved"], "archived": record["archived"],
+            "twins_archived": record["twins"]}
 
 
 def supersede(tx: ManagedTransaction, tenant: str, older: str, newer: str,
-              newer_props: dict[str, Any], reason: str, now: datetime) -> None:
-    """Archive ``older`` with a SUPERSEDED_BY edge to ``newer`` and update the survivor."""
-    tx.run(
-        """
-        MATCH (o:MemoryItem {user_name: $tenant, id: $older}),
-              (n:MemoryItem {user_name: $tenant, id: $newer})
-        SET o.status = 'archived', o.archived_reason = $archived_reason, o.archived_at = $now,
+              newer_props: dict[str, Any], reason: str, now: datetime) -> dict[str, int]:
+    """Archive ``older`` and its working twin with a SUPERSEDED_BY edge to ``newer``, move its
+    topic edges to ``newer`` (dropped where ``newer`` has a parent of that level), update the
+    survivor. Its other edges stay: they are where the old fact came from."""
+    record = tx.run(
+        f"""
+        MATCH (o:MemoryItem {{user_name: $tenant, id: $older}}),
+              (n:MemoryItem {{user_name: $tenant, id: $newer}})
+        SET o.status = 'archived', o.archived_reason = $reason, o.archived_at = $now,
             o.evolve_to = [$newer]
         SET n += $props
-        CREATE (o)-[:SUPERSEDED_BY {update_type: 'conflict', reason: $why, created_at: $now}]->(n)
+        CREATE (o)-[:SUPERSEDED_BY {{update_type: 'conflict', reason: $why, created_at: $now}}]->(n)
+        WITH n
+        CALL (n) {{
+            {_MOVE_PARENTS.format(survivor="n")}
+        }}
+        CALL (n) {{
+            {_ARCHIVE_TWINS.format(survivor="n")}
+        }}
+        RETURN parents, twins
         """,
-        tenant=tenant, older=older, newer=newer, props=newer_props, archived_reason=SUPERSEDED_REASON,
-        why=reason, now=now,
-    ).consume()
+        tenant=tenant, older=older, newer=newer, props=newer_props, reason=SUPERSEDED_REASON,
+        why=reason, now=now, ids=[older], first=older, working=WORKING,
+    ).single()
+    return {"edges_moved": record["parents"], "twins_archived": record["twins"]}
 
 
 def duplicate_payload_hashes(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
@@ -309,6 +360,20 @@ def cross_tenant_edges(tx: ManagedTransaction, tenant: str) -> list[dict[str, An
         MATCH (a {user_name: $tenant})-[r]-(b)
         WHERE b.user_name IS NOT NULL AND b.user_name <> $tenant
         RETURN a.id AS node, type(r) AS type, b.id AS other, b.user_name AS other_tenant LIMIT 20
+        """,
+        tenant=tenant,
+    )
+    return [record.data() for record in result]
+
+
+def topics_with_archived_members(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
+    """Activated topics with a PARENT edge to an archived memory (a merge or supersede that left
+    the topic pointing at history instead of the survivor)."""
+    result = tx.run(
+        """
+        MATCH (p:MemoryItem {user_name: $tenant, type: 'topic'})-[:PARENT]->(c:MemoryItem {status: 'archived'})
+        WHERE coalesce(p.status, 'activated') = 'activated'
+        RETURN p.id AS topic, c.id AS member LIMIT 20
         """,
         tenant=tenant,
     )

@@ -53,8 +53,8 @@ def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding:
 
 
 def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, now: datetime) -> dict:
-    """Archive the older node behind a SUPERSEDED_BY edge; the newer gains a history entry.
-    Both are locked before their status is read (see :func:`apply_merge`)."""
+    """Archive the older node (and its working twin) behind a SUPERSEDED_BY edge; the newer gains
+    its history and takes its topic edges. Both are locked before their status is read."""
     queries.lock_nodes(tx, tenant, [plan.older, plan.newer])
     found = queries.read_nodes(tx, tenant, [plan.older, plan.newer])
     if len(found) != 2:
@@ -63,9 +63,9 @@ def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, no
     newer = item_from_properties(tenant, found[plan.newer], now)
     if MemoryStatus.ACTIVATED != older.metadata.status or MemoryStatus.ACTIVATED != newer.metadata.status:
         return {"status": "skipped: a node is no longer activated"}
-    queries.supersede(tx, tenant, plan.older, plan.newer, superseded_survivor(older, newer),
-                    plan.reason, now)
-    return {"status": "applied", "archived": 1}
+    counts = queries.supersede(tx, tenant, plan.older, plan.newer, superseded_survivor(older, newer),
+                               plan.reason, now)
+    return {"status": "applied", "archived": 1, **counts}
 
 
 def rounds(resolutions: Sequence[MergePlan | SupersedePlan]) -> list[list[int]]:

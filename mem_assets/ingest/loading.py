@@ -17,7 +17,7 @@ from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
 from mem_resources.ledger import ingest_new_files, record_skipped
 from mem_resources.memory_model import MemoryItem, utc_now
-from mem_resources.memory_nodes import PlannedMemory, build_nodes, plan
+from mem_resources.memory_nodes import PlannedMemory, arrival, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.parsing import ParsedLine, parse_lines
 from mem_resources.progress import Progress, Sink, tracked
@@ -49,15 +49,16 @@ class PreparedChunk:
     nodes: list[MemoryItem]
 
 
-def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: str,
+def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: str, file_name: str,
                   in_flight: frozenset[str], neo4j: Neo4jResource, embedder: EmbedderResource,
                   now: datetime) -> PreparedChunk | None:
     """Parse, check existence and embed one chunk; ids of the chunk being written are skipped."""
     chunk = list(islice(lines, size))
     if not chunk:
         return None
-    accepted = [entry.item for entry in chunk if isinstance(entry, ParsedLine)]
-    planned = plan(tenant, accepted)
+    parsed = [entry for entry in chunk if isinstance(entry, ParsedLine)]
+    accepted = [entry.item for entry in parsed]
+    planned = plan(tenant, accepted, [arrival(now, file_name, entry.line) for entry in parsed])
     with neo4j.session() as session:
         present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
     fresh = [p for p in planned if p.node_id not in present and p.node_id not in in_flight]
@@ -90,11 +91,11 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
     tenant = file.tenant
     lines = parse_lines(file.path, max_chars)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-prepare") as pool:
-        pending = pool.submit(_prepare_next, lines, batch_size, tenant, frozenset(),
+        pending = pool.submit(_prepare_next, lines, batch_size, tenant, file.path.name, frozenset(),
                               neo4j, embedder, now)
         while (chunk := pending.result()) is not None:
-            pending = pool.submit(_prepare_next, lines, batch_size, tenant, chunk.planned_ids,
-                                  neo4j, embedder, now)
+            pending = pool.submit(_prepare_next, lines, batch_size, tenant, file.path.name,
+                                  chunk.planned_ids, neo4j, embedder, now)
             if chunk.rejections:
                 inbox.quarantine(tenant, chunk.rejections)
                 report.rejected += len(chunk.rejections)

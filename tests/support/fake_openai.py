@@ -1,6 +1,8 @@
 """A local HTTP server speaking the OpenAI chat-completions and embeddings protocol.
 
-Tests script its answers with a handler; the real ``openai`` SDK talks to it over HTTP.
+Tests script its answers with a handler; the real ``openai`` SDK talks to it over HTTP. Besides
+JSON bodies a handler can return a raw string (sent as is), a ``Truncated`` body (the connection
+closes before the announced length), or call ``hang()`` to model a server that never answers.
 """
 
 from __future__ import annotations
@@ -13,8 +15,24 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-#: Given the parsed request body, return (HTTP status, response body as dict or raw str).
-Handler = Callable[[dict[str, Any]], tuple[int, dict[str, Any] | str]]
+@dataclass(frozen=True)
+class Truncated:
+    """A body cut short: the server announces more bytes than it sends, then closes."""
+
+    body: str
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A body sent exactly as given, with its own content type."""
+
+    body: str
+    content_type: str = "text/html"
+
+
+#: Given the parsed request body, return (HTTP status, response body as dict, str, Raw or Truncated).
+Handler = Callable[[dict[str, Any]], tuple[int, "dict[str, Any] | str | Raw | Truncated"]]
 
 
 def chat_answer(content: str, prompt_tokens: int = 11, completion_tokens: int = 7) -> dict[str, Any]:
@@ -37,8 +55,18 @@ def embeddings_answer(vectors: list[list[float]]) -> dict[str, Any]:
 class FakeOpenAI:
     base_url: str
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     chat: Handler = lambda body: (200, chat_answer("{}"))
     embeddings: Handler = lambda body: (200, embeddings_answer([[1.0] for _ in body["input"]]))
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def hang(self, seconds: float = 60.0) -> tuple[int, dict[str, Any]]:
+        """Answer nothing until the server shuts down (or ``seconds`` pass): a hung model."""
+        self.released.wait(seconds)
+        return 503, {"error": {"message": "hung"}}
+
+    def chat_calls(self) -> list[dict[str, Any]]:
+        return [body for path, body in self.requests if path.endswith("/chat/completions")]
 
 
 @contextmanager
@@ -51,18 +79,27 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             state.requests.append((self.path, body))
+            state.headers.append(dict(self.headers))
             if self.path.endswith("/chat/completions"):
                 status, payload = state.chat(body)
             elif self.path.endswith("/embeddings"):
                 status, payload = state.embeddings(body)
             else:
                 status, payload = 404, {"error": {"message": f"no route {self.path}"}}
-            raw = payload if isinstance(payload, str) else json.dumps(payload)
+            content_type = getattr(payload, "content_type", "application/json")
+            if isinstance(payload, Raw | Truncated):
+                raw = payload.body
+            else:
+                raw = payload if isinstance(payload, str) else json.dumps(payload)
+            announced = len(raw.encode()) + (64 if isinstance(payload, Truncated) else 0)
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw.encode())))
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(announced))
             self.end_headers()
             self.wfile.write(raw.encode())
+            if isinstance(payload, Truncated):
+                self.wfile.flush()
+                self.close_connection = True
 
         def log_message(self, *args: Any) -> None:
             return
@@ -74,5 +111,6 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
     try:
         yield state
     finally:
+        state.released.set()
         server.shutdown()
         server.server_close()

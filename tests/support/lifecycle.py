@@ -51,7 +51,7 @@ def seed_tenant(neo4j: Neo4jResource, tenant: str, memory_count: int = 12) -> No
                           memory_type=MemoryType.USER if i % 5 == 0 else MemoryType.LONG_TERM)
              for i in range(memory_count)]
     planned = plan(tenant, items)
-    nodes = build_nodes(tenant, planned, hashing_embed([p.item.memory for p in planned], 384), T0)
+    nodes = build_nodes(tenant, planned, hashing_embed([p.item.memory for p in planned], neo4j.embedding_dimension), T0)
     ids = [p.node_id for p in planned]
     with neo4j.session() as session:
         session.execute_write(memory_queries.write_memories, tenant, nodes)

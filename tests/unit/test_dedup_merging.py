@@ -95,3 +95,32 @@ def test_resolutions_sharing_a_node_run_in_order_in_separate_rounds():
               MergePlan("m2", ("c", "d"), "t", UpdateType.DUPLICATE, "")]
     supersedes = [SupersedePlan("m1", "e", ""), SupersedePlan("f", "g", ""), SupersedePlan("e", "h", "")]
     assert rounds([*merges, *supersedes]) == [[0, 1, 3], [2], [4]]
+
+
+def test_a_contradiction_of_one_moment_is_left_unresolved_with_its_reason():
+    a, b = _item("Rosa has two children.", 0), _item("Rosa has three kids.", 0)
+    plan = plan_resolutions("t", _judgments([(a.id, b.id, "contradictory", False)]),
+                            {a.id: a, b.id: b}, OfflineJudge().fuse)
+    assert not plan.supersedes and [u.ids for u in plan.unresolved] == [tuple(sorted((a.id, b.id)))]
+    assert "same moment" in plan.unresolved[0].reason
+
+
+def test_contradictions_with_unrelated_partners_are_too_unsure_to_apply():
+    from mem_assets.dedup.planning import inconsistent_contradictions
+
+    # x is "contradicted" by y and z, which have nothing to do with each other: one judgment is wrong
+    assert set(inconsistent_contradictions([("x", "y"), ("x", "z")], set())) == {("x", "y"), ("x", "z")}
+    # ... unless y and z are related (a chain x < y < z): then nothing is doubtful
+    chain = [("x", "y"), ("x", "z"), ("y", "z")]
+    assert inconsistent_contradictions(chain, {frozenset(edge) for edge in chain}) == {}
+    # one new memory replacing two unrelated older facts is as doubtful
+    assert set(inconsistent_contradictions([("p", "n"), ("q", "n")], set())) == {("p", "n"), ("q", "n")}
+    assert inconsistent_contradictions([("p", "n"), ("r", "s")], set()) == {}
+
+
+def test_a_chain_supersedes_every_older_memory_by_the_newest():
+    a, b, c = _item("x lives in Lisbon", 0), _item("x moved to Porto", 1), _item("x moved to Madrid", 2)
+    plan = plan_resolutions("t", _judgments([(a.id, b.id, "contradictory", False),
+                                             (b.id, c.id, "contradictory", False)]),
+                            {n.id: n for n in (a, b, c)}, OfflineJudge().fuse)
+    assert sorted((s.older, s.newer) for s in plan.supersedes) == sorted([(a.id, c.id), (b.id, c.id)])

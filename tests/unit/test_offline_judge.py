@@ -39,7 +39,8 @@ def test_issue_examples(a, b, label):
 
 
 def test_judgments_carry_a_reason_and_count_calls():
-    judgments, usage = OfflineJudge().judge_pairs([("他住北京", "他住上海"), ("a cat", "a dog")])
+    judgments, usage = OfflineJudge().judge_pairs([("The user likes tea", "The user no longer drinks tea"),
+                                                   ("a cat", "a dog")])
     assert [j.label for j in judgments] == ["contradictory", "independent"]
     assert all(j.reason and not j.failed for j in judgments)
     assert usage.calls == 2

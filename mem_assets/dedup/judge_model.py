@@ -1,0 +1,138 @@
+"""The learned offline judge: a gradient-boosted tree ensemble over pair features.
+
+Trained with scikit-learn (``python -m mem_assets.dedup.training``) and shipped as plain JSON
+(the trees' split features, thresholds and leaf values) under ``models/``, so loading needs no
+pickle and gives the same numbers under any scikit-learn version. Precision first: a pair is
+redundant only when P(redundant) clears ``thresholds["redundant"]``, contradictory only when
+P(contradictory) clears ``thresholds["contradictory"]``, otherwise independent; the thresholds are
+chosen on cross-validated training predictions so that wrong merges plus wrong supersedes stay
+under the documented budget (see ``training``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from mem_assets.dedup.pair_features import FEATURE_NAMES, Embed, pair_features
+from mem_resources.embedder import wordllama_embed
+from mem_resources.memory_model import normalize_text
+
+Label = Literal["redundant", "contradictory", "independent"]
+MODEL_DIR = Path(__file__).parent / "models"
+MODEL_FILE = MODEL_DIR / "judge-v1.json"
+
+
+@dataclass(frozen=True)
+class Tree:
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    value: np.ndarray
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        node = np.zeros(len(features), dtype=np.int64)
+        rows = np.arange(len(features))
+        for _ in range(64):
+            inner = self.left[node] >= 0
+            if not inner.any():
+                break
+            go_left = features[rows, np.maximum(self.feature[node], 0)] <= self.threshold[node]
+            node = np.where(inner, np.where(go_left, self.left[node], self.right[node]), node)
+        return self.value[node]
+
+
+@dataclass(frozen=True)
+class JudgeModel:
+    classes: tuple[str, ...]
+    init: np.ndarray
+    learning_rate: float
+    trees: tuple[tuple[Tree, ...], ...]
+    thresholds: dict[str, float]
+    fingerprint: str
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
+        features = np.atleast_2d(features)
+        scores = np.tile(self.init, (len(features), 1))
+        for per_class in self.trees:
+            for k, tree in enumerate(per_class):
+                scores[:, k] += self.learning_rate * tree.predict(features)
+        scores -= scores.max(axis=1, keepdims=True)
+        exp = np.exp(scores)
+        return exp / exp.sum(axis=1, keepdims=True)
+
+    def decide(self, probabilities: np.ndarray) -> list[tuple[Label, float]]:
+        """Precision-first labels: independent unless a class clears its threshold."""
+        index = {c: i for i, c in enumerate(self.classes)}
+        decided: list[tuple[Label, float]] = []
+        for row in np.atleast_2d(probabilities):
+            redundant, contradictory = row[index["redundant"]], row[index["contradictory"]]
+            if redundant >= self.thresholds["redundant"] and redundant >= contradictory:
+                decided.append(("redundant", float(redundant)))
+            elif contradictory >= self.thresholds["contradictory"]:
+                decided.append(("contradictory", float(contradictory)))
+            else:
+                decided.append(("independent", float(row[index["independent"]])))
+        return decided
+
+
+def model_from_json(text: str, fingerprint: str) -> JudgeModel:
+    spec = json.loads(text)
+    if tuple(spec["features"]) != FEATURE_NAMES:
+        raise ValueError("judge model was trained on other features: retrain it with "
+                         "`python -m mem_assets.dedup.training`")
+    trees = tuple(tuple(Tree(*(np.asarray(t[key]) for key in ("left", "right", "feature", "threshold", "value")))
+                        for t in stage) for stage in spec["trees"])
+    return JudgeModel(tuple(spec["classes"]), np.asarray(spec["init"], dtype=np.float64),
+                      float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint)
+
+
+@cache
+def load(path: Path = MODEL_FILE) -> JudgeModel:
+    """The shipped model; its fingerprint (file name + sha256) keys the judgment cache."""
+    raw = path.read_bytes()
+    return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
+
+
+class CachedEmbed:
+    """The semantic embedder with a per-instance cache: one pair's words recur in the next."""
+
+    def __init__(self, embed: Embed = wordllama_embed) -> None:
+        self._embed = embed
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            self._vectors.update(zip(missing, self._embed(missing), strict=True))
+        return np.stack([self._vectors[t] for t in texts])
+
+
+def feature_matrix(pairs: Sequence[tuple[str, str]], embed: Embed | None = None) -> np.ndarray:
+    embed = embed or CachedEmbed()
+    if not pairs:
+        return np.zeros((0, len(FEATURE_NAMES)))
+    return np.stack([pair_features(a, b, embed) for a, b in pairs])
+
+
+def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
+            ) -> list[tuple[Label, float]]:
+    """Label (older, newer) text pairs with the shipped model; returns (label, probability).
+    Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright."""
+    model = model or load()
+    decided: list[tuple[Label, float] | None] = [
+        ("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
+    rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
+    if rest:
+        judged = iter(model.decide(model.probabilities(feature_matrix(rest))))
+        decided = [known or next(judged) for known in decided]
+    return decided  # type: ignore[return-value]

@@ -1,0 +1,55 @@
+"""Which of two memories is newer: stated later (``created_at``; for a merged node, its newest
+source's time), then arrived later (ingest run, file, line). Never an id or a hash: two memories
+of the same moment from the same source have no order, and a contradiction between them is left
+unresolved rather than decided by chance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from mem_resources.memory_model import MemoryItem
+from mem_resources.memory_nodes import ARRIVAL_SEPARATOR
+
+When = Literal["older", "newer", "same time"]
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, order=True)
+class Recency:
+    stated_at: datetime
+    arrival: str = ""
+
+    @property
+    def source(self) -> str:
+        """The arrival without its line: the ingest run and file a memory came from."""
+        return self.arrival.rsplit(ARRIVAL_SEPARATOR, 1)[0]
+
+    def describe(self) -> str:
+        where = self.source.split(ARRIVAL_SEPARATOR)[-1] if self.arrival else "an unknown source"
+        return f"{self.stated_at.isoformat()} in {where}"
+
+
+def recency(item: MemoryItem) -> Recency:
+    """A merged node's ``updated_at`` is its newest source's time, so the later of the two counts."""
+    meta = item.metadata
+    return Recency(max(_aware(meta.created_at), _aware(meta.updated_at)), meta.arrival or "")
+
+
+def compare(a: Recency, b: Recency) -> int | None:
+    """-1 when ``a`` is older, 1 when newer, None when nothing orders them (the same moment from
+    the same source, or an unknown arrival)."""
+    if a.stated_at != b.stated_at:
+        return -1 if a.stated_at < b.stated_at else 1
+    if a.arrival and b.arrival and a.source != b.source:
+        return -1 if a.arrival < b.arrival else 1
+    return None
+
+
+def when(candidate: Recency, new: Recency) -> When:
+    order = compare(candidate, new)
+    return "same time" if order is None else ("older" if order < 0 else "newer")

@@ -1,0 +1,94 @@
+"""The learned offline judge, scored end to end on the held-out split it never saw in training.
+
+Floors (docs/dedup.md): wrong merges + wrong supersedes <= 2% of pairs, redundant precision
+>= 0.90, redundant F1 >= 0.45, contradictory F1 >= 0.60. Measured at commit: 1.39%, 0.97, 0.50,
+0.66 on 502 pairs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mem_assets.dedup import judge_model
+from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
+from mem_assets.dedup.evaluation import evaluate, read_pairs
+from mem_assets.dedup.pair_features import FEATURE_NAMES, parse, pair_features
+from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
+from mem_assets.dedup.judges import OfflineJudge
+
+DATA = Path(__file__).parents[2] / "data" / "judge"
+
+
+@pytest.fixture(scope="module")
+def heldout_score() -> dict:
+    return evaluate(read_pairs(DATA / "heldout.jsonl"), WordLlamaEmbedder(), OfflineJudge(),
+                    WORDLLAMA_THRESHOLD, top_k=5)
+
+
+def test_heldout_floors(heldout_score):
+    assert heldout_score["pairs"] >= 400
+    assert heldout_score["wrong_total"]["percent"] <= 2.0
+    assert heldout_score["classes"]["redundant"]["precision"] >= 0.90
+    assert heldout_score["classes"]["redundant"]["f1"] >= 0.45
+    assert heldout_score["classes"]["contradictory"]["f1"] >= 0.60
+    assert set(heldout_score["by_language"]) >= {"en", "zh"}
+
+
+def test_pairs_never_candidates_count_as_independent():
+    rows = [{"a": "The user is allergic to cats.", "b": "The user has a cat allergy.", "label": "redundant"}]
+    caught = evaluate(rows, WordLlamaEmbedder(), OfflineJudge(), threshold=0.0, top_k=5)
+    missed = evaluate(rows, WordLlamaEmbedder(), OfflineJudge(), threshold=0.999, top_k=5)
+    assert caught["classes"]["redundant"]["recall"] == 1.0 and caught["candidates"] == 1
+    assert missed["classes"]["redundant"]["recall"] == 0.0 and missed["never_candidates"] == 1
+    assert missed["judge_calls"] == 0
+
+
+def test_top_k_competes_within_a_tenant():
+    rows = [{"a": f"Caroline went to an LGBTQ support group on {day} May.", "b":
+             "Caroline went to an LGBTQ support group on 7 May.", "label": "independent", "tenant": "t"}
+            for day in range(10, 20)]
+    result = evaluate(rows, HashingEmbedder(), OfflineJudge(), threshold=0.0, top_k=3)
+    assert result["candidates"] == 3
+
+
+def test_datasets_are_big_bilingual_and_balanced():
+    rows = read_pairs(DATA / "train.jsonl") + read_pairs(DATA / "heldout.jsonl")
+    labels = Counter(r["label"] for r in rows)
+    assert len(rows) >= 2000
+    assert labels["contradictory"] / len(rows) >= 0.20 and labels["redundant"] / len(rows) >= 0.15
+    assert {r["lang"] for r in rows} >= {"en", "zh"}
+    train_groups = {r["group"] for r in read_pairs(DATA / "train.jsonl")}
+    assert not train_groups & {r["group"] for r in read_pairs(DATA / "heldout.jsonl")}
+
+
+def test_subject_name_is_not_shared_content():
+    assert "caroline" not in parse("Caroline went to a support group.").tokens
+    assert "李娜" not in parse("李娜参加了读书会").tokens
+    assert "boston" in parse("Tim's sister lives in Boston.").tokens
+
+
+def test_exact_duplicates_are_redundant_and_clear_cases_hold():
+    decided = judge_model.predict([("The user likes tea.", "The user  likes tea."),
+                                   ("The user likes tea", "The user no longer drinks tea"),
+                                   ("a cat", "a dog")])
+    assert [label for label, _ in decided] == ["redundant", "contradictory", "independent"]
+
+
+def test_model_file_fingerprint_keys_the_judgment_cache():
+    raw = judge_model.MODEL_FILE.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    assert judge_model.load().fingerprint.endswith(digest)
+    assert digest in OfflineJudge().fingerprint
+    assert json.loads(raw)["features"] == list(FEATURE_NAMES)
+
+
+def test_probabilities_are_a_distribution():
+    features = pair_features("Melanie has two children.", "Melanie has three kids.",
+                             judge_model.CachedEmbed())
+    probabilities = judge_model.load().probabilities(features)
+    assert probabilities.shape == (1, 3) and abs(probabilities.sum() - 1) < 1e-9
