@@ -134,7 +134,8 @@ def test_lineage_check_fails_on_a_node_resolved_twice(neo4j: Neo4jResource, inst
     result = run_dedup(neo4j, tenant, instance, with_checks=True)
     outcome = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert outcome == {"no_duplicate_payloads": True, "archived_have_successor": True,
-                       "lineage_edges_unique": False, "no_cross_tenant_edges": True}
+                       "lineage_edges_unique": False, "no_cross_tenant_edges": True,
+                       "topics_have_no_archived_members": True, "judge_failures": True}
 
 
 # --- two `memtend tend` of one tenant at once ---------------------------------------------------
