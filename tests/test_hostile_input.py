@@ -157,15 +157,16 @@ def test_a_bad_partition_key_fails_before_reading_or_writing_anything(neo4j, ins
     assert not quarantine.exists() and not (tmp_path / "outside.jsonl").exists()
 
 
-def test_folders_with_unsafe_names_are_never_tenants(tmp_path):
+def test_folders_with_unsafe_names_are_never_tenants(tmp_path, neo4j):
     root = tmp_path / "inbox"
     for name in ["ok", "trailing\n", "sp ace", "-dash"]:
         write_inbox_file(root, name, "a.jsonl", [{"memory": "m"}])
     inbox = InboxResource(root=str(root), quarantine_dir=str(tmp_path / "q"))
     assert inbox.tenants() == ["ok"]
-    with dg.instance_for_test() as inst:
-        sensor = build_inbox_sensor(dg.DefaultSensorStatus.RUNNING)
-        result = sensor(dg.build_sensor_context(instance=inst, resources={"inbox": inbox}))
+    sensor = build_inbox_sensor(dg.DefaultSensorStatus.RUNNING)
+    with (dg.instance_for_test() as inst,
+          dg.build_sensor_context(instance=inst, resources={"inbox": inbox, "neo4j": neo4j}) as context):
+        result = sensor(context)
     assert [r.partition_key for r in result.run_requests] == ["ok"]
     for bad in ["ok\n", "..", "../ok"]:
         with pytest.raises(InvalidTenant):
