@@ -206,7 +206,8 @@ class TopicWriter:
                     self.outcome.stopped_by_budget = True
                     return self.outcome
                 self._pending.append(context.unit(unit, retired))
-                if sum(len(row["children"]) for p in self._pending for row in p["children"]) >= self.batch_edges:
+                if sum(len(row["added"]) + len(row["removed"]) for p in self._pending
+                       for row in p["children"]) >= self.batch_edges:
                     self._flush()
             self._flush()
         return self.outcome
@@ -290,7 +291,7 @@ class _TypeContext:
                 out["updated"].append({"id": tid, "props": props})
                 if summary is not None:
                     out["embed"].append(props)
-            out["children"].append({"id": tid, "children": list(row["children"]),
+            out["children"].append({"id": tid, "added": list(row["added"]), "removed": list(row["removed"]),
                                     "fresh": row["action"] == "created"})
             self._count(row, summary is not None)
             out["changes"].append({
