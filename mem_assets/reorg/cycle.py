@@ -69,6 +69,13 @@ class MemberStore:
             self.texts[i] = text
             self.vectors[i] = vector if vector is not None else fresh[i]
 
+    def load_texts(self, ids: Sequence[str]) -> None:
+        """Texts only (summaries need no vectors)."""
+        missing = [i for i in ids if i not in self.texts]
+        if missing:
+            with self.neo4j.session() as session:
+                self.texts.update(session.execute_read(queries.read_texts, self.tenant, missing))
+
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         self.load(ids)
         return np.array([self.vectors[i] for i in ids], dtype=np.float32).reshape(len(ids), self.embedder.dimension)

@@ -238,6 +238,18 @@ def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
     return members
 
 
+def read_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, str]:
+    result = tx.run(
+        """
+        UNWIND $ids AS id
+        MATCH (m:MemoryItem {user_name: $tenant, id: id})
+        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory
+        """,
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"]: record["memory"] for record in result}
+
+
 def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
                        dimension: int) -> list[Orphan]:
     """Every live memory of these types, placed or not: what a rebuild clusters from scratch."""
