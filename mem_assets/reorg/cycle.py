@@ -1,8 +1,9 @@
 """From the graph to a placement plan: read a tenant's topics, offer it the candidates, tabulate.
 
-One table row per topic the plan touches (created, grown, promoted to level 2, re-parented),
-per topic it retires (with its successor) and per candidate it leaves unplaced (with the
-reason). ``summary_parents`` writes exactly that table.
+One table row per topic the plan touches (created, grown, promoted to level 2, re-parented:
+its children, and which of them are added or removed), per topic it retires (with its
+successor) and per candidate it leaves unplaced (with the reason). ``summary_parents`` writes
+exactly that table.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import memory_id
 from mem_resources.neo4j_resource import Neo4jResource
 
-PLAN_COLUMNS = ["kind", "memory_type", "id", "level", "language", "parent", "children", "member_count",
-                "members_before", "centroid", "action", "refresh", "successor", "reason", "nearest",
-                "similarity", "group_size"]
+PLAN_COLUMNS = ["kind", "memory_type", "id", "level", "language", "parent", "children", "added", "removed",
+                "member_count", "members_before", "centroid", "action", "refresh", "successor", "reason",
+                "nearest", "similarity", "group_size"]
 TOPIC, RETIRE, SET_ASIDE = "topic", "retire", "set_aside"
 MERGED_INTO = "merged_into_topic"
 REBUILT = "rebuilt"
@@ -67,6 +68,13 @@ class MemberStore:
         for i, (text, vector) in found.items():
             self.texts[i] = text
             self.vectors[i] = vector if vector is not None else fresh[i]
+
+    def load_texts(self, ids: Sequence[str]) -> None:
+        """Texts only (summaries need no vectors)."""
+        missing = [i for i in ids if i not in self.texts]
+        if missing:
+            with self.neo4j.session() as session:
+                self.texts.update(session.execute_read(queries.read_texts, self.tenant, missing))
 
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         self.load(ids)
@@ -115,9 +123,11 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: s
         topic = plan.topics[tid]
         action = ("created" if tid in plan.created else "promoted" if tid in plan.promoted
                   else "grown" if tid in plan.grown else "reparented")
+        had = set() if rebuild or tid not in before else set(before[tid].children)
         rows.append({
             "kind": TOPIC, "memory_type": memory_type, "id": tid, "level": topic.level,
             "language": topic.language, "parent": topic.parent, "children": list(topic.children),
+            "added": sorted(set(topic.children) - had), "removed": sorted(had - set(topic.children)),
             "member_count": topic.member_count,
             "members_before": 0 if rebuild or tid not in before else len(memories_below(before, tid)),
             "centroid": (topic.vector_sum / max(topic.member_count, 1)).astype(float).tolist(),

@@ -27,7 +27,7 @@ import pandas as pd
 from mem_assets.reorg import queries
 from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, MemberStore
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
-from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary
+from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, typical_first
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
@@ -212,7 +212,8 @@ class TopicWriter:
                         return self.outcome
                     self._pending.append(context.unit(unit, retired))
                     progress.advance(len(unit))
-                    if sum(len(row["children"]) for p in self._pending for row in p["children"]) >= self.batch_edges:
+                    if sum(len(row["added"]) + len(row["removed"]) for p in self._pending
+                           for row in p["children"]) >= self.batch_edges:
                         self._flush()
                 self._flush()
         return self.outcome
@@ -261,9 +262,8 @@ class _TypeContext:
             self.outside = session.execute_read(queries.topic_children, writer.tenant, subtopics) if subtopics else {}
             existing = [row["id"] for row in refresh if row["action"] != "created"]
             self.previous = session.execute_read(queries.topic_summaries, writer.tenant, existing) if existing else {}
-        self.store.load(sorted({m for row in refresh for m in self._members(row["id"])}))
+        self.store.load_texts(sorted({m for row in refresh for m in self._members(row["id"])}))
         self.texts = list(self.store.texts.values())
-        self.vectors = self.store.matrix(list(self.store.texts))
         self.index = PhraseIndex(self.texts)
         self.index_rows = {mid: row for row, mid in enumerate(self.store.texts)}
         self.keys: dict[str, str] = {tid: info["key"] or "" for tid, info in self.outside.items()}
@@ -296,7 +296,7 @@ class _TypeContext:
                 out["updated"].append({"id": tid, "props": props})
                 if summary is not None:
                     out["embed"].append(props)
-            out["children"].append({"id": tid, "children": list(row["children"]),
+            out["children"].append({"id": tid, "added": list(row["added"]), "removed": list(row["removed"]),
                                     "fresh": row["action"] == "created"})
             self._count(row, summary is not None)
             out["changes"].append({
@@ -325,12 +325,11 @@ class _TypeContext:
         row = self.topics[tid]
         members = [m for m in self._members(tid) if m in self.index_rows]
         rows = [self.index_rows[m] for m in members]
-        texts, vectors = self.texts, self.vectors
-        typical = np.argsort(-(vectors[rows] @ vectors[rows].mean(axis=0)), kind="stable")
-        member_texts = [texts[rows[i]] for i in typical]
+        texts = self.texts
+        member_texts = [texts[row] for row in typical_first(rows, self.index)]
         language = language_of(member_texts)
         child_keys = [self.keys.get(child, "") for child in row["children"]] if row["level"] == 2 else []
-        draft = phrase_summary(texts, vectors, rows, self.index, language, [k for k in child_keys if k])
+        draft = phrase_summary(texts, rows, self.index, language, [k for k in child_keys if k])
         summary, usage = self.writer.summarizer.summarize(member_texts, draft, language, child_keys)
         self.writer.outcome.usage.add(usage)
         if summary is None:

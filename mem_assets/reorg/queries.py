@@ -182,22 +182,26 @@ class StoredTopic:
 
 def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
                 dimension: int) -> list[StoredTopic]:
-    """The tenant's activated topics of these memory types with their activated children."""
+    """The tenant's activated topics of these memory types with their children (hygiene has
+    moved edges off archived members before this is read)."""
     result = tx.run(
         f"""
         MATCH (t:MemoryItem {{user_name: $tenant}})
         WHERE {_ACTIVE_TOPIC.format(v="t")}
           AND coalesce(t.memory_type, 'LongTermMemory') IN $memory_types
-        OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
-        WHERE {_ACTIVE_TOPIC.format(v="p")}
-        WITH t, min(p.id) AS parent
-        OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {{user_name: $tenant}})
-        WHERE coalesce(c.status, 'activated') = 'activated'
-        WITH t, parent, c ORDER BY c.id
+        CALL (t) {{
+            OPTIONAL MATCH (p:MemoryItem)-[:PARENT]->(t)
+            WHERE {_ACTIVE_TOPIC.format(v="p")}
+            RETURN min(p.id) AS parent
+        }}
+        CALL (t) {{
+            OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem)
+            RETURN collect(c.id) AS children
+        }}
         RETURN t.id AS id, coalesce(t.memory_type, 'LongTermMemory') AS memory_type,
                coalesce(t.reorg_level, 1) AS level, t.reorg_language AS language,
                t.reorg_centroid AS centroid, t.member_count AS member_count,
-               coalesce(t.memory, '') AS memory, parent, collect(c.id) AS children
+               coalesce(t.memory, '') AS memory, parent, children
         """,
         tenant=tenant, memory_types=list(memory_types), topic=TOPIC_TYPE,
     )
@@ -210,7 +214,7 @@ def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]
             centroid=(np.asarray(centroid, dtype=np.float64)
                       if centroid is not None and len(centroid) == dimension else None),
             member_count=record["member_count"], memory=record["memory"], parent=record["parent"],
-            children=list(record["children"])))
+            children=sorted(record["children"])))
     return topics
 
 
@@ -232,6 +236,18 @@ def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
                                  np.asarray(vector, dtype=np.float32)
                                  if vector is not None and len(vector) == dimension else None)
     return members
+
+
+def read_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, str]:
+    result = tx.run(
+        """
+        UNWIND $ids AS id
+        MATCH (m:MemoryItem {user_name: $tenant, id: id})
+        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory
+        """,
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"]: record["memory"] for record in result}
 
 
 def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
@@ -328,10 +344,9 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
                updated: list[dict[str, Any]], children: list[dict[str, Any]],
                retired: list[dict[str, Any]]) -> UnitWrite:
     """One unit of a placement plan, whole: create new topics, retire old ones (archived,
-    SUPERSEDED_BY their successor, their PARENT edges removed), update changed ones, and give every touched
-    topic exactly its planned children (edges to anything else removed; set-aside markers of
-    newly placed children cleared). A new topic (``fresh``) has no edges yet: they are created,
-    not merged."""
+    SUPERSEDED_BY their successor, their PARENT edges removed), update changed ones, and apply
+    each touched topic's child changes (``added`` / ``removed``; set-aside markers of newly placed
+    children cleared). A new topic (``fresh``) has no edges yet: they are created, not merged."""
     if any(props["user_name"] != tenant for props in created):
         raise ValueError("a topic must belong to the tenant it is written for")
     created_nodes = tx.run(
@@ -364,35 +379,32 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         """,
         tenant=tenant, updated=updated,
     ).consume()
-    rewired = [row for row in children if not row.get("fresh")]
     removed = tx.run(
         """
         UNWIND $children AS row
-        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})-[r:PARENT]->(c)
-        WHERE NOT c.id IN row.children
+        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
+        UNWIND row.removed AS child
+        MATCH (t)-[r:PARENT]->(:MemoryItem {user_name: $tenant, id: child})
         DELETE r
         """,
-        tenant=tenant, children=rewired,
+        tenant=tenant, children=[row for row in children if row["removed"]],
     ).consume().counters.relationships_deleted
-    edges = tx.run(
-        """
-        UNWIND $children AS row
-        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
-        UNWIND row.children AS child
-        MATCH (c:MemoryItem {user_name: $tenant, id: child})
-        CALL (t, c, row) {
-            WITH t, c, row WHERE row.fresh
-            CREATE (t)-[:PARENT {created_at: datetime()}]->(c)
-            UNION
-            WITH t, c, row WHERE NOT row.fresh
-            MERGE (t)-[r:PARENT]->(c) ON CREATE SET r.created_at = datetime()
-        }
-        WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
-        REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_set_aside_nearest,
-               c.reorg_set_aside_similarity, c.reorg_set_aside_group, c.reorg_deferred_at
-        """,
-        tenant=tenant, children=children,
-    ).consume().counters.relationships_created
+    edges = 0
+    for fresh in (True, False):
+        edges += tx.run(
+            """
+            UNWIND $children AS row
+            MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
+            UNWIND row.added AS child
+            MATCH (c:MemoryItem {user_name: $tenant, id: child})
+            """ + ("CREATE (t)-[:PARENT {created_at: datetime()}]->(c)" if fresh else
+                   "MERGE (t)-[r:PARENT]->(c) ON CREATE SET r.created_at = datetime()") + """
+            WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
+            REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_set_aside_nearest,
+                   c.reorg_set_aside_similarity, c.reorg_set_aside_group, c.reorg_deferred_at
+            """,
+            tenant=tenant, children=[row for row in children if row["fresh"] == fresh and row["added"]],
+        ).consume().counters.relationships_created
     return UnitWrite(topics_created=created_nodes, edges_created=edges,
                      edges_removed=removed + retire_counters.relationships_deleted,
                      retired=len(retired))

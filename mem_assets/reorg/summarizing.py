@@ -3,7 +3,8 @@
 A topic is named by the phrases that cover most of its members: greedily, the phrase used by
 most not-yet-covered members, weighted by how rare it is among the tenant's texts (so "user" or
 "week" never name a topic). Phrases are English word stems and pairs of adjacent content words,
-and jieba words of Chinese. A level-1 value quotes its most typical member; a level-2 value is
+and jieba words of Chinese. A level-1 value quotes its most typical member (the one using most
+of the covering phrases); a level-2 value is
 written from all memories under it and lists its sub-topics, and its key never equals a child's.
 Everything is written in the language most members are written in.
 """
@@ -17,7 +18,6 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-import numpy as np
 import snowballstemmer
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
@@ -150,7 +150,14 @@ def _words(key: str) -> set[str]:
     return set(key[2:].split(" "))
 
 
-def phrase_summary(texts: Sequence[str], vectors: np.ndarray, rows: Sequence[int], index: PhraseIndex,
+def typical_first(rows: Sequence[int], index: PhraseIndex, count: int = 5) -> list[int]:
+    """``rows`` ordered by how many of the topic's covering phrases each uses (then by row): the
+    most typical member first, for a quoted example and for what a model reads first."""
+    chosen = set(index.cover(rows, count)[0])
+    return sorted(rows, key=lambda row: (-len(chosen & index.keys[row]), row))
+
+
+def phrase_summary(texts: Sequence[str], rows: Sequence[int], index: PhraseIndex,
                    language: str, child_keys: Sequence[str] = ()) -> TopicSummary:
     """A topic named by the phrases covering most of its members.
 
@@ -178,8 +185,7 @@ def phrase_summary(texts: Sequence[str], vectors: np.ndarray, rows: Sequence[int
         value = (f"{n}条关于{about}的记忆，分为{len(child_keys)}个子话题：{shown}" if zh
                  else f"{n} memories about {about}, in {len(child_keys)} sub-topics: {shown}")
     else:
-        members = vectors[list(rows)]
-        typical = texts[list(rows)[int(np.argmax(members @ members.mean(axis=0)))]]
+        typical = texts[typical_first(rows, index)[0]]
         value = (f"{n}条关于{about}的记忆，例如：{typical}" if zh
                  else f"{n} memories about {about}, e.g. “{typical}”")
     background = (f"{n}条记忆中有{covered}条提到{about}。" if zh

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, phrases
-from mem_resources.embedder import hashing_embed
 
 DOG = [
     "The user adopted a beagle named Biscuit from a rescue.",
@@ -35,7 +34,7 @@ OTHER = [
 
 def _setup():
     texts = DOG + WALKS + TEA + OTHER
-    return texts, hashing_embed(texts, 256), PhraseIndex(texts)
+    return texts, PhraseIndex(texts)
 
 
 def test_phrases_are_stems_word_pairs_and_chinese_words():
@@ -48,27 +47,27 @@ def test_phrases_are_stems_word_pairs_and_chinese_words():
 
 
 def test_a_topic_is_named_by_the_phrase_most_members_share():
-    texts, vectors, index = _setup()
-    summary = phrase_summary(texts, vectors, list(range(5)), index, "en")
+    texts, index = _setup()
+    summary = phrase_summary(texts, list(range(5)), index, "en")
     assert summary.key.split(", ")[0] == "Biscuit"
     assert summary.background.startswith("5 of 5 memories mention")
     assert any(text in summary.value for text in DOG)
 
 
 def test_chinese_topics_get_chinese_names():
-    texts, vectors, index = _setup()
+    texts, index = _setup()
     rows = list(range(9, 13))
-    summary = phrase_summary(texts, vectors, rows, index, "zh")
+    summary = phrase_summary(texts, rows, index, "zh")
     assert summary.key.split("、")[0] == "铁观音"
     assert summary.value.startswith("4条关于")
     assert summary.background.startswith("4条记忆中有")
 
 
 def test_a_parent_summarizes_all_its_members_and_copies_no_child():
-    texts, vectors, index = _setup()
+    texts, index = _setup()
     children = [list(range(5)), list(range(5, 9))]
-    child_summaries = [phrase_summary(texts, vectors, rows, index, "en") for rows in children]
-    parent = phrase_summary(texts, vectors, [r for rows in children for r in rows], index, "en",
+    child_summaries = [phrase_summary(texts, rows, index, "en") for rows in children]
+    parent = phrase_summary(texts, [r for rows in children for r in rows], index, "en",
                             child_keys=[s.key for s in child_summaries])
     assert parent.value.startswith("9 memories about")
     assert "2 sub-topics" in parent.value
@@ -80,8 +79,8 @@ def test_a_parent_summarizes_all_its_members_and_copies_no_child():
 
 
 def test_a_parent_never_repeats_a_child_key_even_when_phrases_agree():
-    texts, vectors, index = _setup()
+    texts, index = _setup()
     rows = list(range(5))
-    child = phrase_summary(texts, vectors, rows, index, "en")
-    parent = phrase_summary(texts, vectors, rows, index, "en", child_keys=[child.key])
+    child = phrase_summary(texts, rows, index, "en")
+    parent = phrase_summary(texts, rows, index, "en", child_keys=[child.key])
     assert parent.key != child.key
