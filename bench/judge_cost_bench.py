@@ -25,24 +25,24 @@ import dagster as dg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from measure import drop_bench_tenant  # noqa: E402
+from measure import drop_bench_tenant
 
-from mem_assets.context_graph.resources import ContextProfiles  # noqa: E402
-from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments  # noqa: E402
-from mem_assets.dedup.judges import OpenAIJudge  # noqa: E402
-from mem_assets.ingest.assets import memory_items  # noqa: E402
-from mem_assets.resources import build_embedder  # noqa: E402
-from mem_resources.inbox import InboxResource  # noqa: E402
-from mem_resources.llm import OpenAIChatResource  # noqa: E402
-from mem_resources.local_neo4j import ensure_neo4j_uri  # noqa: E402
-from mem_resources.neo4j_resource import Neo4jResource  # noqa: E402
-from mem_resources.settings import load_settings  # noqa: E402
-from tests.support.fake_openai import chat_answer, fake_openai_server  # noqa: E402
+from mem_assets.context_graph.resources import ContextProfiles
+from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
+from mem_assets.dedup.judges import OpenAIJudge
+from mem_assets.ingest.assets import memory_items
+from mem_assets.resources import build_embedder
+from mem_resources.inbox import InboxResource
+from mem_resources.llm import OpenAIChatResource
+from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import load_settings
+from tests.support.fake_openai import chat_answer, fake_openai_server
 
 SAMPLE = ROOT / "tests" / "data" / "multisession"
 
 
-def oracle(labels: dict[frozenset[str], str]):  # noqa: ANN201 - a fake-server handler
+def oracle(labels: dict[frozenset[str], str]):
     """Answers every judge request from the labels; fuses a redundant group into its newest text."""
     def answer(body: dict) -> tuple[int, Any]:
         system, data = body["messages"][0]["content"], json.loads(body["messages"][1]["content"])

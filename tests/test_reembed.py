@@ -56,7 +56,7 @@ def test_an_index_of_another_dimension_is_refused_with_the_migration(
     monkeypatch.setenv("NEO4J_URI", neo4j_uri)
     fresh = Neo4jResource(uri=neo4j_uri, database=neo4j.database, embedding_dimension=256)
     with pytest.raises(SchemaMismatchError, match="holds 384-dim vectors.*gives 256-dim") as refused:
-        fresh.driver
+        fresh.driver  # noqa: B018 - first use creates the driver and checks the schema
     assert "memtend reembed --recreate-index" in str(refused.value)
 
     without_index = CliRunner().invoke(app, ["reembed", graph_of_the_old_embedder])
@@ -88,7 +88,9 @@ def test_reembed_recreates_the_index_and_re_embeds_the_tenant_in_place(
     expected = WordLlamaEmbedder().embed([after[i]["memory"] for i in sorted(after)])
     got = np.asarray([after[i]["embedding"] for i in sorted(after)], dtype=np.float32)
     assert np.allclose(got, expected, atol=1e-5)
-    strip = lambda props: {k: v for k, v in props.items() if k != "embedding"}  # noqa: E731
+    def strip(props: dict) -> dict:
+        return {k: v for k, v in props.items() if k != "embedding"}
+
     assert {i: strip(p) for i, p in after.items()} == {i: strip(p) for i, p in before.items()}
 
     probe = next(i for i in sorted(after) if after[i]["memory_type"] == "LongTermMemory")

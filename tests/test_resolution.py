@@ -21,7 +21,11 @@ from mem_resources.llm import OpenAIChatResource
 from mem_resources.memory_model import memory_id, payload_hash
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.fake_openai import FakeOpenAI, chat_answer, fake_openai_server
-from tests.support.pipeline import base_resources, materialize_partition, write_inbox_file
+from tests.support.pipeline import (
+    base_resources,
+    materialize_partition,
+    write_inbox_file,
+)
 
 EVERY_PAIR = {"ops": {"dedup_candidates": {"config": {"threshold": -1.0}}}}
 

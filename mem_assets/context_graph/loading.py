@@ -30,7 +30,7 @@ from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
 from mem_resources.ledger import ingest_new_files, record_skipped
 from mem_resources.memory_model import SourceMessage, utc_now
-from mem_resources.memory_nodes import build_nodes, plan
+from mem_resources.memory_nodes import arrival, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.parsing import RAW_PREVIEW_CHARS, MemoryItemIn, parse_jsonl
 
@@ -88,6 +88,7 @@ def write_batch(tenant: str, records: list[ParsedRecord], file_name: str, profil
     """Write one batch in one transaction; records the tenant config cannot place are returned."""
     rows = ContextRows()
     placed: list[ContextRecord] = []
+    arrivals: list[str] = []
     rejections: list[Rejection] = []
     for parsed in records:
         try:
@@ -97,9 +98,10 @@ def write_batch(tenant: str, records: list[ParsedRecord], file_name: str, profil
                                         parsed.record.model_dump_json()[:RAW_PREVIEW_CHARS]))
             continue
         placed.append(parsed.record)
+        arrivals.append(arrival(now, file_name, parsed.line))
     if not placed:
         return rejections
-    planned = plan(tenant, [memory_input(record) for record in placed])
+    planned = plan(tenant, [memory_input(record) for record in placed], arrivals)
     with neo4j.session() as session:
         present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
         fresh = [p for p in planned if p.node_id not in present]

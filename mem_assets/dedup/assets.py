@@ -34,7 +34,7 @@ from mem_resources.run_policy import LLM_POOL, LLM_RETRY, NEO4J_WRITE_POOL, OWNE
 class DedupConfig(dg.Config):
     threshold: float | None = Field(
         default=None, ge=-1.0, le=1.0,
-        description="Cosine threshold; default per embedder (0.8 neural, 0.2 offline hashing).")
+        description="Cosine threshold; default per embedder (0.35 WordLlama, 0.2 hashing, 0.8 neural).")
     top_k: int = Field(default=5, ge=1, description="Neighbours compared per unchecked node.")
     search: Literal["numpy", "vector_index"] = Field(
         default="numpy", description="Batched matrix product per tenant, or the Neo4j vector index.")
@@ -95,6 +95,7 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
         alone = [node_id for node_id in new.ids if node_id not in paired]
         session.execute_write(queries.mark_checked, tenant, alone, seen_at, utc_now())
     items = {i: item_from_properties(tenant, props, seen_at) for i, props in found.items()}
+    pairs = pairs[pairs["left_id"].isin(set(items)) & pairs["right_id"].isin(set(items))].reset_index(drop=True)
     texts.update({i: item.memory for i, item in items.items() if i not in texts})
     pairs = orient_pairs(pairs, set(new.ids), {i: recency(item) for i, item in items.items()})
     pairs["left_text"] = pairs["left_id"].map(texts)

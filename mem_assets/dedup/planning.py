@@ -12,9 +12,9 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from itertools import combinations
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import combinations
 
 import pandas as pd
 
