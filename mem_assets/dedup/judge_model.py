@@ -21,13 +21,14 @@ from typing import Literal
 
 import numpy as np
 
-from mem_assets.dedup.pair_features import FEATURE_NAMES, Embed, pair_features
+from mem_assets.dedup.pair_features import FEATURE_NAMES, Embed, PairFeaturizer
 from mem_resources.embedder import wordllama_embed
 from mem_resources.memory_model import normalize_text
 
 Label = Literal["redundant", "contradictory", "independent"]
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_FILE = MODEL_DIR / "judge-v1.json"
+MODEL_NAME = "judge-v2"
+MODEL_FILE = MODEL_DIR / f"{MODEL_NAME}.json"
 
 
 @dataclass(frozen=True)
@@ -103,25 +104,9 @@ def load(path: Path = MODEL_FILE) -> JudgeModel:
     return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
 
 
-class CachedEmbed:
-    """The semantic embedder with a per-instance cache: one pair's words recur in the next."""
-
-    def __init__(self, embed: Embed = wordllama_embed) -> None:
-        self._embed = embed
-        self._vectors: dict[str, np.ndarray] = {}
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            self._vectors.update(zip(missing, self._embed(missing), strict=True))
-        return np.stack([self._vectors[t] for t in texts])
-
-
-def feature_matrix(pairs: Sequence[tuple[str, str]], embed: Embed | None = None) -> np.ndarray:
-    embed = embed or CachedEmbed()
-    if not pairs:
-        return np.zeros((0, len(FEATURE_NAMES)))
-    return np.stack([pair_features(a, b, embed) for a, b in pairs])
+def feature_matrix(pairs: Sequence[tuple[str, str]], embed: Embed = wordllama_embed) -> np.ndarray:
+    """Feature rows of (older, newer) pairs; each distinct text is parsed and embedded once."""
+    return PairFeaturizer(embed).matrix(pairs)
 
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
