@@ -71,6 +71,13 @@ class JudgeModel:
         exp = np.exp(scores)
         return exp / exp.sum(axis=1, keepdims=True)
 
+    def pair_probabilities(self, forward: np.ndarray, backward: np.ndarray) -> np.ndarray:
+        """Probabilities of (older, newer) pairs from their features in both orders: being the
+        same fact does not depend on which text is newer, so P(redundant) is the mean of both
+        orders (a judgment is then stable when two texts share a timestamp); P(contradictory) is
+        the forward one, since a contradiction is read as "b replaces a"."""
+        return symmetrize(self.probabilities(forward), self.probabilities(backward), self.classes)
+
     def decide(self, probabilities: np.ndarray) -> list[tuple[Label, float]]:
         """Precision-first labels: independent unless a class clears its threshold."""
         index = {c: i for i, c in enumerate(self.classes)}
@@ -84,6 +91,15 @@ class JudgeModel:
             else:
                 decided.append(("independent", float(row[index["independent"]])))
         return decided
+
+
+def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]) -> np.ndarray:
+    r, c, i = (classes.index(k) for k in ("redundant", "contradictory", "independent"))
+    out = np.empty_like(forward)
+    out[:, r] = (forward[:, r] + backward[:, r]) / 2
+    out[:, c] = forward[:, c]
+    out[:, i] = np.clip(1 - out[:, r] - out[:, c], 0, None)
+    return out / out.sum(axis=1, keepdims=True)
 
 
 def model_from_json(text: str, fingerprint: str) -> JudgeModel:
@@ -118,6 +134,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
         ("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        judged = iter(model.decide(model.probabilities(feature_matrix(rest))))
+        features = feature_matrix([*rest, *((b, a) for a, b in rest)])
+        judged = iter(model.decide(model.pair_probabilities(features[:len(rest)], features[len(rest):])))
         decided = [known or next(judged) for known in decided]
     return decided  # type: ignore[return-value]

@@ -60,7 +60,7 @@ _ZH_NOT_NEGATION = frozenset("不错 不同 不过 不少 不断 不仅 不管 �
 
 _CHANGE_EN = frozenset(
     "moved move moving now anymore longer switched switch changed change quit left leave stopped "
-    "stop gave give started start began new newly these nowadays currently recently became become "
+    "stop started start began new newly these nowadays currently recently became become "
     "turned turn instead again no-longer sold traded dropped withdrew canceled cancelled closed "
     "retired divorced outgrown".split())
 _CHANGE_ZH = ("搬到", "搬去", "搬家", "现在", "不再", "改", "换", "离职", "辞", "已经", "开始", "最近",
@@ -192,6 +192,17 @@ def _polarity(word: str) -> int:
     return _POLARITY.get(word, 0)
 
 
+#: Words of single-valued attributes: where one of these is shared, a swapped value is a change
+#: ("lives in Berlin" / "lives in Paris"), not a second fact ("went to Berlin" / "went to Paris").
+_FUNCTIONAL = frozenset(
+    "live lives living lived born hometown name named called nickname favorite favourite married "
+    "age aged old birthday breed color colour drive drives driving works work job profession "
+    "occupation employer rent salary major native mother tongue size weighs weight height tall floor "
+    "address nationality citizen religion blood type "
+    "住 住在 住的 出生 出生在 老家 家乡 籍贯 叫 名叫 名字 最喜欢 最爱 岁 生日 职业 工作 上班 开 母语 专业 "
+    "体重 身高 房租 鞋码 品种 国籍 血型 宗教 地址 楼".split())
+
+
 #: Past-tense forms: "went to a concert on 12 May" is an event; two events on other days are two facts.
 _EN_PAST = frozenset(
     "went was were had did ran took got made saw bought won lost came began met left told found gave "
@@ -240,6 +251,7 @@ class Parsed:
     zh: bool
     subject: str
     people: frozenset[str]
+    functional: frozenset[str]
     antonyms: tuple[tuple[frozenset[str], bool, frozenset[str], bool], ...]
 
 
@@ -394,13 +406,13 @@ def parse(text: str) -> Parsed:
             kinds.append(kind)
             negated.append(scope > 0)
             scope = max(0, scope - 1)
-    if re.search(r"\bno longer\b|\bnot anymore\b|\bany ?more\b", text.lower()):
+    if re.search(r"\bno longer\b|\bnot anymore\b|\bany ?more\b|\bg[ai]ve(?:n)? up\b", text.lower()):
         change += 1
     chars = "".join(ch for ch in "".join(tokens) if _CJK.match(ch))
     raw = frozenset(w for w, _, _ in words)
     return Parsed(tuple(tokens), tuple(kinds), tuple(negated), raw, chars, frozenset(numbers), frozenset(times), negations,
                   change, past, polarity, zh, subject, frozenset(t for t in tokens if _is_people(t)),
-                  _antonym_sides(raw_text, raw))
+                  raw & _FUNCTIONAL, _antonym_sides(raw_text, raw))
 
 
 def _antonym_hit(pa: Parsed, pb: Parsed) -> float:
@@ -437,6 +449,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "past_a", "past_b", "char3_jaccard", "char_contain_min", "neg_diff_x_aligned",
     "neg_flip", "neg_flip_x_aligned", "value_swap_exact", "values_only_a", "values_only_b",
     "polarity_a", "polarity_b", "polarity_flip", "polarity_flip_x_aligned",
+    "functional_shared", "functional_swap",
 )
 
 _ALIGNED = 0.6
@@ -531,6 +544,7 @@ class PairFeaturizer:
         char_a = len(ca & cb) / len(ca) if ca else 0.0
         char_b = len(ca & cb) / len(cb) if cb else 0.0
         num_both = bool(pa.numbers and pb.numbers)
+        num_conflict = num_both and pa.numbers != pb.numbers
         time_both = bool(pa.times and pb.times)
         jaccard = _jaccard(ta, tb)
         neg_diff = float((pa.negations > 0) != (pb.negations > 0))
@@ -559,6 +573,8 @@ class PairFeaturizer:
             float(len(exact_a)), float(len(exact_b)),
             float(pa.polarity), float(pb.polarity), float(pa.polarity * pb.polarity < 0),
             float(pa.polarity * pb.polarity < 0) * max(frac_a, frac_b),
+            float(bool(pa.functional & pb.functional)),
+            float(bool(pa.functional & pb.functional) and (bool(exact_a & exact_b) or num_conflict)),
         ], dtype=np.float64)
 
 

@@ -5,10 +5,16 @@
 1. Features of every training pair (``pair_features``), in both orders: which of two redundant or
    independent memories is "newer" is arbitrary, so those pairs are also learned swapped (a
    contradiction keeps its order: ``b`` is the newer value).
+   Authored independent pairs are all hard (same person, same topic); a real candidate list also
+   holds loosely related facts, and a lexical embedder pairs unrelated ones ("plays chess" / "no
+   longer drinks tea"). So each fit also learns, labelled independent, ``EASY_NEGATIVES`` pairs of
+   texts from two different groups of its own training rows, same language, that the WordLlama
+   candidate search would pair, and as many random pairs across groups. They are never scored.
 2. Out-of-fold probabilities from five group folds (a group's sentences never sit on both sides of
    a fold), repeated with three shuffles. Pairs the pipeline would never judge (WordLlama cosine
    under the candidate threshold) count as independent, texts equal after normalisation as
-   redundant, as in ``evaluation``. The precision-first thresholds are the pair on a 0.02 grid with
+   redundant, as in ``evaluation``; P(redundant) is averaged over both orders as the shipped
+   judge does (``JudgeModel.pair_probabilities``). The precision-first thresholds are the pair on a 0.02 grid with
    the best redundant F1 + contradictory F1 whose wrong merges (independent or contradictory
    judged redundant) plus wrong supersedes (independent judged contradictory) stay within
    ``WRONG_BUDGET`` of the out-of-fold pairs.
@@ -30,14 +36,16 @@ from sklearn.metrics import precision_recall_fscore_support
 from sklearn.model_selection import GroupKFold
 
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
-from mem_assets.dedup.judge_model import MODEL_FILE, MODEL_NAME, feature_matrix, model_from_json
-from mem_assets.dedup.pair_features import FEATURE_NAMES
+from mem_assets.dedup.judge_model import MODEL_FILE, MODEL_NAME, model_from_json, symmetrize
+from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
+from mem_resources.embedder import wordllama_embed
 from mem_resources.memory_model import normalize_text
 
 TRAIN_FILE = Path(__file__).parents[2] / "data" / "judge" / "train.jsonl"
 WRONG_BUDGET = 0.015
 GRID = np.round(np.arange(0.30, 0.99, 0.02), 2)
 SHUFFLES = (0, 1, 2)
+EASY_NEGATIVES = 1500
 PARAMS = {"n_estimators": 200, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8,
           "min_samples_leaf": 10, "random_state": 0}
 CLASSES = ["contradictory", "independent", "redundant"]
@@ -79,10 +87,35 @@ def choose_thresholds(probabilities: np.ndarray, truth: np.ndarray) -> dict[str,
     return {"redundant": best[1], "contradictory": best[2]}
 
 
-def _fit(features: np.ndarray, swapped: np.ndarray, truth: np.ndarray) -> GradientBoostingClassifier:
+def easy_negatives(rows: list[dict], featurizer: PairFeaturizer, seed: int) -> np.ndarray:
+    """Features of cross-group pairs: similar ones, then as many random ones (see the module doc)."""
+    texts: dict[str, tuple[str, str]] = {}
+    for row in rows:
+        for side in ("a", "b"):
+            texts.setdefault(row[side], (row["group"], row.get("lang", "")))
+    ordered = sorted(texts)
+    vectors = wordllama_embed(ordered)
+    groups = np.array([texts[t][0] for t in ordered])
+    languages = np.array([texts[t][1] for t in ordered])
+    similar = (vectors @ vectors.T >= WORDLLAMA_THRESHOLD) & (groups[:, None] != groups[None, :]) \
+        & (languages[:, None] == languages[None, :])
+    left, right = np.nonzero(np.triu(similar, 1))
+    rng = np.random.default_rng(seed)
+    chosen = rng.permutation(len(left))[:EASY_NEGATIVES]
+    pairs = [(ordered[left[i]], ordered[right[i]]) for i in sorted(chosen)]
+    while len(pairs) < 2 * min(EASY_NEGATIVES, len(left)):
+        x, y = rng.integers(len(ordered), size=2)
+        if groups[x] != groups[y]:
+            pairs.append((ordered[x], ordered[y]))
+    return featurizer.matrix(pairs)
+
+
+def _fit(features: np.ndarray, swapped: np.ndarray, truth: np.ndarray,
+         negatives: np.ndarray) -> GradientBoostingClassifier:
     both_ways = truth != "contradictory"
     return GradientBoostingClassifier(**PARAMS).fit(
-        np.vstack([features, swapped[both_ways]]), np.concatenate([truth, truth[both_ways]]))
+        np.vstack([features, swapped[both_ways], negatives]),
+        np.concatenate([truth, truth[both_ways], ["independent"] * len(negatives)]))
 
 
 def _as_pipeline(probabilities: np.ndarray, candidate: np.ndarray, exact: np.ndarray) -> np.ndarray:
@@ -100,7 +133,8 @@ def _scores(truth: np.ndarray, predicted: np.ndarray) -> dict:
         "wrong_percent": round(100 * wrong_count(truth, predicted) / len(truth), 2)}
 
 
-def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray) -> tuple[dict, dict]:
+def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
+                   featurizer: PairFeaturizer) -> tuple[dict, dict]:
     """Thresholds chosen on the pooled out-of-fold probabilities, and the CV scores they give."""
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
@@ -110,8 +144,10 @@ def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray) 
     for seed in SHUFFLES:
         probabilities = np.zeros((len(rows), len(CLASSES)))
         for fit_rows, test_rows in GroupKFold(5, shuffle=True, random_state=seed).split(features, truth, groups):
-            model = _fit(features[fit_rows], swapped[fit_rows], truth[fit_rows])
-            probabilities[test_rows] = model.predict_proba(features[test_rows])
+            negatives = easy_negatives([rows[i] for i in fit_rows], featurizer, seed)
+            model = _fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives)
+            probabilities[test_rows] = symmetrize(model.predict_proba(features[test_rows]),
+                                                  model.predict_proba(swapped[test_rows]), CLASSES)
         runs.append(_as_pipeline(probabilities, candidate, exact))
     thresholds = choose_thresholds(np.vstack(runs), np.tile(truth, len(SHUFFLES)))
     languages = np.array([r.get("lang", "") for r in rows])
@@ -142,12 +178,13 @@ def export(model: GradientBoostingClassifier, thresholds: dict, extra: dict) -> 
 
 def train(train_file: Path = TRAIN_FILE) -> tuple[str, dict]:
     rows = read_pairs(train_file)
-    both = feature_matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
+    featurizer = PairFeaturizer(wordllama_embed)
+    both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
     features, swapped = both[:len(rows)], both[len(rows):]
     truth = np.array([r["label"] for r in rows])
-    thresholds, report = cross_validate(rows, features, swapped)
-    report = {"train_pairs": len(rows), **report}
-    model = _fit(features, swapped, truth)
+    thresholds, report = cross_validate(rows, features, swapped, featurizer)
+    report = {"train_pairs": len(rows), "easy_negatives": EASY_NEGATIVES, **report}
+    model = _fit(features, swapped, truth, easy_negatives(rows, featurizer, 0))
     if list(model.classes_) != CLASSES:
         raise RuntimeError(f"unexpected classes {model.classes_}")
     text = export(model, thresholds, {"training": report})
