@@ -21,13 +21,14 @@ from typing import Literal
 
 import numpy as np
 
-from mem_assets.dedup.pair_features import FEATURE_NAMES, Embed, pair_features
+from mem_assets.dedup.pair_features import FEATURE_NAMES, Embed, PairFeaturizer
 from mem_resources.embedder import wordllama_embed
 from mem_resources.memory_model import normalize_text
 
 Label = Literal["redundant", "contradictory", "independent"]
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_FILE = MODEL_DIR / "judge-v1.json"
+MODEL_NAME = "judge-v2"
+MODEL_FILE = MODEL_DIR / f"{MODEL_NAME}.json"
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,13 @@ class JudgeModel:
         exp = np.exp(scores)
         return exp / exp.sum(axis=1, keepdims=True)
 
+    def pair_probabilities(self, forward: np.ndarray, backward: np.ndarray) -> np.ndarray:
+        """Probabilities of (older, newer) pairs from their features in both orders: being the
+        same fact does not depend on which text is newer, so P(redundant) is the mean of both
+        orders (a judgment is then stable when two texts share a timestamp); P(contradictory) is
+        the forward one, since a contradiction is read as "b replaces a"."""
+        return symmetrize(self.probabilities(forward), self.probabilities(backward), self.classes)
+
     def decide(self, probabilities: np.ndarray) -> list[tuple[Label, float]]:
         """Precision-first labels: independent unless a class clears its threshold."""
         index = {c: i for i, c in enumerate(self.classes)}
@@ -83,6 +91,15 @@ class JudgeModel:
             else:
                 decided.append(("independent", float(row[index["independent"]])))
         return decided
+
+
+def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]) -> np.ndarray:
+    r, c, i = (classes.index(k) for k in ("redundant", "contradictory", "independent"))
+    out = np.empty_like(forward)
+    out[:, r] = (forward[:, r] + backward[:, r]) / 2
+    out[:, c] = forward[:, c]
+    out[:, i] = np.clip(1 - out[:, r] - out[:, c], 0, None)
+    return out / out.sum(axis=1, keepdims=True)
 
 
 def model_from_json(text: str, fingerprint: str) -> JudgeModel:
@@ -103,25 +120,9 @@ def load(path: Path = MODEL_FILE) -> JudgeModel:
     return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
 
 
-class CachedEmbed:
-    """The semantic embedder with a per-instance cache: one pair's words recur in the next."""
-
-    def __init__(self, embed: Embed = wordllama_embed) -> None:
-        self._embed = embed
-        self._vectors: dict[str, np.ndarray] = {}
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            self._vectors.update(zip(missing, self._embed(missing), strict=True))
-        return np.stack([self._vectors[t] for t in texts])
-
-
-def feature_matrix(pairs: Sequence[tuple[str, str]], embed: Embed | None = None) -> np.ndarray:
-    embed = embed or CachedEmbed()
-    if not pairs:
-        return np.zeros((0, len(FEATURE_NAMES)))
-    return np.stack([pair_features(a, b, embed) for a, b in pairs])
+def feature_matrix(pairs: Sequence[tuple[str, str]], embed: Embed = wordllama_embed) -> np.ndarray:
+    """Feature rows of (older, newer) pairs; each distinct text is parsed and embedded once."""
+    return PairFeaturizer(embed).matrix(pairs)
 
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
@@ -133,6 +134,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
         ("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        judged = iter(model.decide(model.probabilities(feature_matrix(rest))))
+        features = feature_matrix([*rest, *((b, a) for a, b in rest)])
+        judged = iter(model.decide(model.pair_probabilities(features[:len(rest)], features[len(rest):])))
         decided = [known or next(judged) for known in decided]
     return decided  # type: ignore[return-value]

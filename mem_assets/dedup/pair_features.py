@@ -2,9 +2,15 @@
 
 What they capture (docs/dedup.md): how much the two say the same thing (semantic cosine, content
 word and character overlap with the *subject* removed, so "Caroline ..." / "Caroline ..." shares
-nothing by the name alone), where they differ (the aligned differing spans: how long, whether one
-text only adds words, whether the change is a number, a date, a negation or an antonym), and cues
-of a change over time in the newer text ("moved", "no longer", "搬到", "不再"). ``b`` is the newer.
+nothing by the name alone), a soft word alignment (each content word's best WordLlama match on the
+other side: "allergic" finds "allergy"), what stays unaligned on each side and whether it is a
+*value* (a number, a date, a name or place, a colour, an animal, a food, a job, ...), whether the
+two sides swap values of one kind ("beagle" / "golden retriever", "Berlin" / "Paris"), negations
+and antonyms, events (past tense, dates) versus states, and cues of a change over time in the newer
+text ("moved", "no longer", "搬到", "不再"). ``b`` is the newer.
+
+Text-level work (parsing, sentence and word vectors) is done once per distinct text by
+``PairFeaturizer``, so scoring many pairs that share texts stays cheap.
 """
 
 from __future__ import annotations
@@ -28,17 +34,17 @@ Embed = Callable[[Sequence[str]], np.ndarray]
 jieba.setLogLevel(logging.WARNING)
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.:]\d+)?|[\u3400-\u9fff\uf900-\ufaff]+")
+_TOKEN = re.compile(r"[A-Za-z]+(?:[-'][A-Za-z]+)*|\d+(?:[.:]\d+)?|[\u3400-\u9fff\uf900-\ufaff]+")
 
 _EN_STOP = frozenset(
     "a an the and or but of in on at to for from with by as is are was were be been being am do does "
     "did has have had this that these those it its there here very really also so then than too into "
     "about over up out some any just which who whom what when where while because since after before "
     "s 's".split())
-_ZH_STOP = frozenset("的 了 是 在 和 也 就 都 而 及 与 或 着 吧 呢 吗 啊 很 还 又 于 把 被 给 让 对 个 一个 这 那 地 得".split())
+_ZH_STOP = frozenset("的 了 是 在 和 也 就 都 而 及 与 或 着 吧 呢 吗 啊 很 还 又 于 把 被 给 让 对 个 一个 这 那 地 得 过".split())
 _SUBJECT_WORDS = frozenset(
     "user user's users he she i i'm i've my me mine his her hers him they them their we our us "
-    "myself himself herself 用户 我 我们 他 她 他们 她们 你 自己 我家 用户家".split())
+    "myself himself herself themselves 用户 我 我们 他 她 他们 她们 你 自己 我家 用户家".split())
 _SENTENCE_STARTERS = frozenset(
     "the on in at last every each after before during since for when this next a an my his her our "
     "their once recently yesterday today".split())
@@ -47,11 +53,14 @@ _EN_NEGATION = frozenset(
     "not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot couldn't "
     "hasn't haven't hadn't shouldn't wouldn't nobody nothing none neither nor without".split())
 _ZH_NEGATION = ("不", "没", "未", "别", "无", "非", "莫", "戒")
+_ZH_NEGATION_WORDS = frozenset("不 没 没有 未 别 无 非 从不 从来不 从没 从来没 从来没有 并不 并没有 并没 一点也不 再也不 "
+                               "永远不 几乎不".split())
+_SCOPE = 2
 _ZH_NOT_NEGATION = frozenset("不错 不同 不过 不少 不断 不仅 不管 不久 不但 无论 非常 不得不 别的 别人 无聊 没想到".split())
 
 _CHANGE_EN = frozenset(
     "moved move moving now anymore longer switched switch changed change quit left leave stopped "
-    "stop gave give started start began new newly these nowadays currently recently became become "
+    "stop started start began new newly these nowadays currently recently became become "
     "turned turn instead again no-longer sold traded dropped withdrew canceled cancelled closed "
     "retired divorced outgrown".split())
 _CHANGE_ZH = ("搬到", "搬去", "搬家", "现在", "不再", "改", "换", "离职", "辞", "已经", "开始", "最近",
@@ -73,6 +82,18 @@ _ANTONYMS = [
     ({"aisle", "过道"}, {"window", "靠窗"}),
     ({"afraid", "scared", "terrify", "terrified", "fear", "怕", "害怕"},
      {"enjoy", "enjoys", "bother", "love", "喜欢"}),
+    ({"attended", "went", "made", "saw", "watched", "joined", "performed", "参加", "去了", "看了"},
+     {"missed", "skipped", "cancelled", "canceled", "postponed", "错过", "取消", "推迟"}),
+    ({"allow", "allows", "allowed", "permit", "permits", "permitted", "允许", "可以"},
+     {"ban", "bans", "banned", "forbid", "forbids", "forbidden", "prohibit", "prohibits", "禁止", "不让", "不许"}),
+    ({"start", "started", "began", "begin", "joined", "开始", "加入"},
+     {"quit", "stopped", "stop", "left", "ended", "dropped", "gave", "辞职", "退出", "放弃", "停"}),
+    ({"bond", "closer", "connect", "connects", "together", "brings", "亲近", "拉近"},
+     {"apart", "push", "pushes", "distance", "isolate", "疏远"}),
+    ({"healthy", "well", "recovered", "健康", "痊愈", "康复"}, {"sick", "ill", "injured", "生病", "受伤", "住院"}),
+    ({"easy", "simple", "容易", "简单"}, {"hard", "difficult", "tough", "难", "困难"}),
+    ({"calm", "relaxed", "peaceful", "peace", "serenity", "平静", "放松"},
+     {"stressed", "anxious", "nervous", "uneasy", "紧张", "焦虑"}),
 ]
 _PEOPLE = frozenset(
     "wife husband spouse partner sister brother mother mom mum father dad parent son daughter kid child "
@@ -86,8 +107,8 @@ _EN_NUMBERS = {w: i for i, w in enumerate(
 _EN_NUMBERS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
                     "ninety": 90, "hundred": 100, "once": 1, "twice": 2, "both": 2, "single": 1,
                     "half": 0.5, "dozen": 12, "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5})
-_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_ZH_NUMERAL = re.compile(r"[零一二两三四五六七八九十百千]+|\d+")
+_ZH_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_NUMERAL = re.compile(r"[〇零一二两三四五六七八九十百千]+|\d+")
 _MONTHS = frozenset(
     "january february march april may june july august september october november december jan feb "
     "mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday "
@@ -95,10 +116,113 @@ _MONTHS = frozenset(
 _ZH_TIME = re.compile(r"[零一二两三四五六七八九十\d]+[月号日点]|周[一二三四五六日末]|星期[一二三四五六天日]|[春夏秋冬]天|"
                       r"上周|下周|去年|今年|明年|前年|上个月|下个月|早上|晚上|中午|凌晨")
 
+#: Kinds of *values*: two texts that swap one value of a kind for another ("beagle" / "poodle",
+#: "蓝色" / "绿色") say different things about one slot. English words are matched after stemming.
+_VALUE_KINDS: dict[str, str] = {}
+for _kind, _words in {
+    "colour": "red blue green yellow orange purple pink black white gray grey brown beige navy teal gold "
+              "silver maroon violet turquoise lavender 红 蓝 绿 黄 紫 粉 黑 白 灰 橙 棕 红色 蓝色 绿色 黄色 紫色 "
+              "粉色 黑色 白色 灰色 橙色 棕色 金色 银色",
+    "animal": "dog cat puppy kitten bird parrot hamster rabbit bunny fish goldfish turtle tortoise horse snake "
+              "lizard gecko guinea ferret chicken duck cow pig sheep goat beagle poodle retriever labrador "
+              "lab corgi husky bulldog terrier shepherd chihuahua dachshund pug spaniel collie boxer rottweiler "
+              "siamese persian tabby ragdoll maine 猫 狗 鸟 鱼 兔 兔子 仓鼠 乌龟 鹦鹉 金鱼 马 蛇 小狗 小猫 狗狗 猫咪 "
+              "柯基 泰迪 金毛 哈士奇 拉布拉多 柴犬 边牧 比格 萨摩耶 博美 布偶 英短 橘猫 狸花猫 暹罗猫",
+    "food": "pizza sushi pasta tea coffee beer wine juice milk chocolate cake bread rice noodle burger salad "
+            "steak chicken beef pork lamb tofu soup curry taco ramen dumpling cheese apple banana orange "
+            "strawberry mango grape peanut shrimp seafood egg vegetable fruit spicy sweet latte espresso "
+            "cappuccino soda water cilantro mushroom onion garlic tomato potato carrot broccoli celery "
+            "茶 咖啡 啤酒 红酒 果汁 牛奶 巧克力 蛋糕 面包 米饭 面条 汉堡 沙拉 牛排 鸡肉 牛肉 猪肉 羊肉 豆腐 汤 咖喱 "
+            "寿司 饺子 火锅 奶酪 苹果 香蕉 橙子 草莓 芒果 葡萄 花生 虾 海鲜 鸡蛋 蔬菜 水果 辣 甜 香菜 芹菜 "
+            "蘑菇 洋葱 大蒜 西红柿 土豆 胡萝卜 乌龙 乌龙茶 绿茶 红茶 奶茶 拿铁 可乐 包子 烧烤 川菜 粤菜 湘菜",
+    "job": "teacher nurse doctor engineer lawyer chef cook designer accountant developer programmer writer "
+           "artist musician dentist pharmacist pilot driver firefighter police officer soldier farmer "
+           "scientist researcher professor student manager cashier barista waiter waitress baker "
+           "photographer architect journalist editor consultant therapist counselor counsellor "
+           "veterinarian vet mechanic electrician plumber banker analyst 老师 教师 护士 医生 工程师 律师 厨师 "
+           "设计师 会计 程序员 作家 画家 音乐家 牙医 药剂师 司机 消防员 警察 农民 科学家 教授 学生 经理 "
+           "收银员 服务员 摄影师 建筑师 记者 编辑 顾问 心理咨询师 兽医 外卖员 快递员 销售",
+    "activity": "soccer football basketball tennis baseball golf swimming swim running run hiking hike yoga "
+                "pilates painting paint drawing photography dancing dance cycling biking skiing surfing "
+                "climbing boxing kickboxing karate chess gaming knitting gardening fishing camping "
+                "reading cooking baking singing volleyball badminton hockey rugby marathon "
+                "piano guitar violin drum cello flute saxophone clarinet ukulele trumpet harp "
+                "足球 篮球 网球 棒球 高尔夫 游泳 跑步 爬山 徒步 瑜伽 画画 绘画 摄影 跳舞 骑行 滑雪 冲浪 攀岩 拳击 "
+                "围棋 象棋 游戏 钓鱼 露营 读书 做饭 烘焙 唱歌 排球 羽毛球 乒乓球 马拉松 钢琴 吉他 小提琴 鼓 "
+                "大提琴 长笛 萨克斯 尤克里里",
+    "weekday": "monday tuesday wednesday thursday friday saturday sunday weekend 周一 周二 周三 周四 周五 "
+               "周六 周日 周末 星期一 星期二 星期三 星期四 星期五 星期六 星期天 星期日",
+    "month": "january february march april may june july august september october november december "
+             "spring summer fall autumn winter 一月 二月 三月 四月 五月 六月 七月 八月 九月 十月 十一月 十二月 "
+             "春天 夏天 秋天 冬天",
+    "relative": "wife husband sister brother mother mom mum father dad son daughter grandmother grandma "
+                "grandfather grandpa cousin uncle aunt niece nephew girlfriend boyfriend 妻子 老婆 丈夫 老公 "
+                "姐姐 妹妹 哥哥 弟弟 妈妈 母亲 爸爸 父亲 儿子 女儿 奶奶 爷爷 外婆 外公 男朋友 女朋友",
+}.items():
+    for _word in _words.split():
+        _VALUE_KINDS.setdefault(_word, _kind)
+
+#: Feeling and judgement words, +1 / -1: "is looking forward to" / "is dreading", "glowing review" /
+#: "terrible review". A flip of polarity where the rest aligns is a contradiction cue.
+_POLARITY: dict[str, int] = {}
+for _sign, _words in ((1, "love loves loved enjoy enjoys enjoyed like likes liked happy glad excited thrilled proud "
+                          "grateful thankful great good wonderful amazing fantastic awesome glowing positive confident "
+                          "calm relaxed relaxing peaceful quiet easy fun interesting exciting rewarding meaningful "
+                          "inspiring inspired helpful supportive kind successful success won win passed accepted "
+                          "promoted praised best better favorite favourite fond keen eager ready comfortable safe "
+                          "healthy recovered hopeful optimistic satisfied pleased delighted forward welcome "
+                          "喜欢 爱 热爱 享受 开心 高兴 快乐 兴奋 骄傲 自豪 感激 感谢 满意 好评 不错 棒 放松 平静 轻松 "
+                          "容易 有趣 有意思 有收获 成功 通过 赢 升职 健康 康复 期待 感动 支持 顺利 喜爱 热情"),
+                      (-1, "hate hates hated dislike dislikes disliked sad unhappy upset angry annoyed frustrated "
+                           "ashamed disappointed disappointing terrible awful bad poor negative nervous anxious "
+                           "worried scared afraid dread dreading dreads stressed overwhelmed lonely alone bored "
+                           "boring tiresome tedious dull difficult hard loud noisy painful failed lost rejected fired "
+                           "worst worse meaningless useless waste sick ill injured uncomfortable miserable tired "
+                           "exhausted hopeless struggle struggles hurt "
+                           "讨厌 厌恶 烦 难过 伤心 生气 失望 丢脸 羞愧 差评 糟糕 紧张 焦虑 担心 害怕 怕 孤单 孤独 寂寞 "
+                           "无聊 枯燥 没意思 困难 吵 挂 失败 输 拒绝 浪费 生病 受伤 累 压力 发愁 痛苦")):
+    for _word in _words.split():
+        _POLARITY[_word] = _sign
+_ZH_POLARITY = sorted((w for w in _POLARITY if _CJK.match(w)), key=len, reverse=True)
+
+
+def _polarity(word: str) -> int:
+    if _CJK.match(word):
+        return next((_POLARITY[w] for w in _ZH_POLARITY if w in word), 0)
+    return _POLARITY.get(word, 0)
+
+
+#: Words of single-valued attributes: where one of these is shared, a swapped value is a change
+#: ("lives in Berlin" / "lives in Paris"), not a second fact ("went to Berlin" / "went to Paris").
+_FUNCTIONAL = frozenset(
+    "live lives living lived born hometown name named called nickname favorite favourite married "
+    "age aged old birthday breed color colour drive drives driving works work job profession "
+    "occupation employer rent salary major native mother tongue size weighs weight height tall floor "
+    "address nationality citizen religion blood type "
+    "住 住在 住的 出生 出生在 老家 家乡 籍贯 叫 名叫 名字 最喜欢 最爱 岁 生日 职业 工作 上班 开 母语 专业 "
+    "体重 身高 房租 鞋码 品种 国籍 血型 宗教 地址 楼".split())
+
+
+#: Past-tense forms: "went to a concert on 12 May" is an event; two events on other days are two facts.
+_EN_PAST = frozenset(
+    "went was were had did ran took got made saw bought won lost came began met left told found gave "
+    "thought felt sold spent brought taught caught wrote read drove flew ate drank swam sang rode "
+    "became kept held built sent paid heard knew grew threw broke fell forgot chose wore tried moved "
+    "finished started visited attended joined adopted traveled travelled visited celebrated learned "
+    "learnt played watched cooked baked painted finished completed graduated married decided "
+    "received signed quit".split())
+_ZH_PAST = re.compile(r"了|过|昨天|上周|上个月|去年|前年|那年|之前|以前|曾")
+_ZH_VALUE_FLAGS = {"nr": "name", "ns": "place", "nz": "name", "nt": "name"}
+#: "一名消防员", "一辆车": 一 with a measure word is an article, not a count.
+_ZH_ARTICLE = re.compile(r"^一(个|名|位|只|条|辆|家|件|本|张|台|份|种|场|次|顿|双|把|所|间|座|支|首|部|套|款|群|些|点|下|起|直|样|般|切|定|共|边|天到晚)")
+_ZH_TIME_CHARS = re.compile(r"[年月日号周点]|星期|[春夏秋冬]天|早上|晚上|中午|凌晨")
+
 
 def _zh_value(numeral: str) -> float:
     if numeral.isdigit():
         return float(numeral)
+    if len(numeral) > 1 and not any(unit in numeral for unit in "十百千"):
+        return float("".join(str(_ZH_DIGITS[char]) for char in numeral))
     total, digit = 0, 0
     for char in numeral:
         if char in _ZH_DIGITS:
@@ -111,32 +235,50 @@ def _zh_value(numeral: str) -> float:
 
 @dataclass(frozen=True)
 class Parsed:
-    """One memory text: its content tokens (subject removed) and the cues found in it."""
+    """One memory text: its content tokens (subject removed), their value kinds, and its cues."""
 
     tokens: tuple[str, ...]
+    kinds: tuple[str, ...]
+    negated: tuple[bool, ...]
+    words: frozenset[str]
     chars: str
     numbers: frozenset[float]
     times: frozenset[str]
     negations: int
     change_cues: int
+    past: int
+    polarity: int
     zh: bool
     subject: str
+    people: frozenset[str]
+    functional: frozenset[str]
+    antonyms: tuple[tuple[frozenset[str], bool, frozenset[str], bool], ...]
+
+
+_ZH_YEAR = re.compile(r"[〇零一二三四五六七八九]{2,4}(?=年)")
 
 
 def _normalize(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).replace("’", "'").strip()
+    text = unicodedata.normalize("NFKC", text).replace("’", "'").strip()
+    return _ZH_YEAR.sub(lambda m: str(int(_zh_value(m.group()))), text)
 
 
-def _en_tokens(text: str) -> tuple[list[str], str]:
+def _en_words(text: str) -> tuple[list[tuple[str, bool]], str]:
+    """Lower-cased words with whether each is capitalised mid-sentence (a name or place), and the
+    subject: the first capitalised word near the start that is not a sentence starter."""
     raw = _TOKEN.findall(text)
     subject = ""
-    for position, token in enumerate(raw[:6]):
+    for token in raw[:6]:
         bare = token.removesuffix("'s")
-        if bare[:1].isupper() and bare.lower() not in _SENTENCE_STARTERS and bare.lower() not in _SUBJECT_WORDS \
-                and (position > 0 or bare.lower() not in _EN_STOP):
-            subject = bare.lower()
+        lower = bare.lower()
+        if bare[:1].isupper() and lower not in _SENTENCE_STARTERS and lower not in _SUBJECT_WORDS \
+                and lower not in _EN_STOP and lower not in _MONTHS:
+            subject = lower
             break
-    return [t.lower() for t in raw], subject
+        if not (lower in _SENTENCE_STARTERS or lower in _MONTHS or lower[:1].isdigit()):
+            break
+    words = [(t.lower(), i > 0 and t[:1].isupper()) for i, t in enumerate(raw)]
+    return words, subject
 
 
 def _stem(word: str) -> str:
@@ -152,69 +294,135 @@ def _stem(word: str) -> str:
     return word
 
 
+def _zh_kind(word: str, flag: str) -> str:
+    if word in _VALUE_KINDS:
+        return _VALUE_KINDS[word]
+    if _ZH_ARTICLE.match(word):
+        return ""
+    if flag in ("m", "t") and _ZH_TIME_CHARS.search(word) or _ZH_TIME.search(word):
+        return "time"
+    if _ZH_NUMERAL.fullmatch(word) or (flag == "m" and _ZH_NUMERAL.search(word)):
+        return "number"
+    return _ZH_VALUE_FLAGS.get(flag, "")
+
+
+_ZH_ANTONYMS = [(tuple(w for w in left if _CJK.match(w)), tuple(w for w in right if _CJK.match(w)))
+                for left, right in _ANTONYMS]
+
+
+def _antonym_sides(raw_text: str, words: frozenset[str]) -> tuple[tuple[frozenset[str], bool, frozenset[str], bool], ...]:
+    """Per antonym pair: this text's words on each side, and whether a Chinese side word occurs."""
+    return tuple((words & left, any(w in raw_text for w in zh_left), words & right, any(w in raw_text for w in zh_right))
+                 for (left, right), (zh_left, zh_right) in zip(_ANTONYMS, _ZH_ANTONYMS, strict=True))
+
+
+def _is_people(word: str) -> bool:
+    return word in _PEOPLE or bool(_CJK.match(word)) and any(p in word for p in _ZH_PEOPLE)
+
+
+_ZH_PEOPLE = tuple(p for p in _PEOPLE if _CJK.match(p))
+
+
 @lru_cache(maxsize=65536)
 def parse(text: str) -> Parsed:
+    raw_text = text
     text = _normalize(text)
     zh = bool(_CJK.search(text))
     numbers: set[float] = set()
     times: set[str] = set()
-    negations = 0
-    change = 0
+    negations = change = past = polarity = 0
     tokens: list[str] = []
+    kinds: list[str] = []
+    negated: list[bool] = []
+    scope = 0
     subject = ""
+    words: list[tuple[str, str, bool]] = []
     if zh:
         pieces = list(jieba.posseg.cut(text))
-        for index, piece in enumerate(pieces[:3]):
+        for piece in pieces[:3]:
             if piece.flag == "nr" and not subject:
                 subject = piece.word
             if piece.word in _SUBJECT_WORDS:
                 break
         times.update(_ZH_TIME.findall(text))
-        words = [p.word.strip().lower() for p in pieces if p.word.strip()]
+        past += len(_ZH_PAST.findall(text))
+        for piece in pieces:
+            word = piece.word.strip().lower()
+            if word and (word[0].isalnum() or _CJK.match(word)):
+                words.append((word, piece.flag, False))
     else:
-        words, subject = _en_tokens(text)
-    for word in words:
+        en_words, subject = _en_words(text)
+        words = [(w, "", cap) for w, cap in en_words]
+    for word, flag, capitalised in words:
         if _CJK.match(word):
             if word in _ZH_NOT_NEGATION:
                 tokens.append(word)
+                kinds.append("")
+                negated.append(scope > 0)
+                scope = max(0, scope - 1)
                 continue
-            if word.startswith(_ZH_NEGATION) or word in ("没有",):
+            if word in _ZH_NEGATION_WORDS:
                 negations += 1
-                word = word[1:] if len(word) > 1 else ""
+                scope = _SCOPE
+                continue
+            if word.startswith(_ZH_NEGATION):
+                negations += 1
+                word = word[1:]
+                scope = max(scope, 1)
             if any(cue in word for cue in _CHANGE_ZH):
                 change += 1
-            numbers.update(_zh_value(n) for n in _ZH_NUMERAL.findall(word)
-                           if not word.startswith(("一起", "一直", "一点", "一下", "一样", "一般")))
+            found = [] if _ZH_ARTICLE.match(word) else [_zh_value(n) for n in _ZH_NUMERAL.findall(word)]
+            numbers.update(found)
             if word and word not in _ZH_STOP and word not in _SUBJECT_WORDS and word != subject:
+                polarity += _polarity(word) * (-1 if scope > 0 else 1)
                 tokens.append(word)
+                kinds.append(_zh_kind(word, flag))
+                negated.append(scope > 0)
+                scope = max(0, scope - 1)
         else:
             if word in _EN_NEGATION or word.endswith("n't"):
                 negations += 1
+                scope = _SCOPE
                 continue
             if word in _CHANGE_EN:
                 change += 1
-            if word.isdigit():
-                numbers.add(float(word))
+            if word in _EN_PAST:
+                past += 1
+            kind = ""
+            if word[:1].isdigit():
+                numbers.add(float(word.split(":")[0]))
+                kind = "number"
             elif word in _EN_NUMBERS:
                 numbers.add(float(_EN_NUMBERS[word]))
+                kind = "number"
             if word in _MONTHS:
                 times.add(word)
             if word in _EN_STOP or word in _SUBJECT_WORDS or word.removesuffix("'s") == subject:
                 continue
-            tokens.append(_stem(word))
-    if re.search(r"\bno longer\b|\bnot anymore\b|\bany ?more\b", text.lower()):
+            polarity += _polarity(word) * (-1 if scope > 0 else 1)
+            stem = _stem(word)
+            kind = kind or _VALUE_KINDS.get(word) or _VALUE_KINDS.get(stem) or ("name" if capitalised else "")
+            tokens.append(stem)
+            kinds.append(kind)
+            negated.append(scope > 0)
+            scope = max(0, scope - 1)
+    if re.search(r"\bno longer\b|\bnot anymore\b|\bany ?more\b|\bg[ai]ve(?:n)? up\b", text.lower()):
         change += 1
     chars = "".join(ch for ch in "".join(tokens) if _CJK.match(ch))
-    return Parsed(tuple(tokens), chars, frozenset(numbers), frozenset(times), negations, change, zh,
-                  subject)
+    raw = frozenset(w for w, _, _ in words)
+    return Parsed(tuple(tokens), tuple(kinds), tuple(negated), raw, chars, frozenset(numbers), frozenset(times), negations,
+                  change, past, polarity, zh, subject, frozenset(t for t in tokens if _is_people(t)),
+                  raw & _FUNCTIONAL, _antonym_sides(raw_text, raw))
 
 
-def _antonym_hit(only_a: set[str], only_b: set[str], raw_a: str, raw_b: str) -> float:
-    for left, right in _ANTONYMS:
-        a_left = any(w in left for w in only_a) or any(w in raw_a for w in left if _CJK.match(w))
-        b_right = any(w in right for w in only_b) or any(w in raw_b for w in right if _CJK.match(w))
-        a_right = any(w in right for w in only_a) or any(w in raw_a for w in right if _CJK.match(w))
-        b_left = any(w in left for w in only_b) or any(w in raw_b for w in left if _CJK.match(w))
+def _antonym_hit(pa: Parsed, pb: Parsed) -> float:
+    """One side of an antonym pair only in the older text, the other only in the newer."""
+    for (left_a, zh_left_a, right_a, zh_right_a), (left_b, zh_left_b, right_b, zh_right_b) in zip(
+            pa.antonyms, pb.antonyms, strict=True):
+        a_left = bool(left_a - pb.words) or zh_left_a
+        b_right = bool(right_b - pa.words) or zh_right_b
+        a_right = bool(right_a - pb.words) or zh_right_a
+        b_left = bool(left_b - pa.words) or zh_left_b
         if (a_left and b_right and not a_right) or (a_right and b_left and not b_right):
             return 1.0
     return 0.0
@@ -236,68 +444,143 @@ FEATURE_NAMES: tuple[str, ...] = (
     "antonym", "len_ratio", "len_min", "zh", "mixed", "subject_same", "subject_differs",
     "people_diff", "soft_contain_a", "soft_contain_b", "soft_contain_min", "unaligned_a",
     "unaligned_b", "diff_cos", "sem_x_jaccard", "neg_diff_x_overlap",
+    "soft_worst_a", "soft_worst_b", "aligned_frac_min", "aligned_frac_max", "unaligned_sim_max",
+    "values_unaligned_a", "values_unaligned_b", "value_swap", "values_shared", "names_unaligned",
+    "past_a", "past_b", "char3_jaccard", "char_contain_min", "neg_diff_x_aligned",
+    "neg_flip", "neg_flip_x_aligned", "value_swap_exact", "values_only_a", "values_only_b",
+    "polarity_a", "polarity_b", "polarity_flip", "polarity_flip_x_aligned",
+    "functional_shared", "functional_swap",
 )
 
+_ALIGNED = 0.6
 
-def _soft_alignment(x: Sequence[str], y: Sequence[str], vectors: dict[str, np.ndarray]
-                    ) -> tuple[float, float, int, int]:
-    """Mean best word-to-word cosine each way, and how many words find no partner (< 0.6):
-    "allergic" finds "allergy", "hikes" finds "hiking"; a new value finds nothing."""
-    if not x or not y:
-        return 0.0, 0.0, len(x), len(y)
-    sims = np.stack([vectors[w] for w in x]) @ np.stack([vectors[w] for w in y]).T
-    best_x, best_y = sims.max(axis=1), sims.max(axis=0)
-    return float(best_x.mean()), float(best_y.mean()), int((best_x < 0.6).sum()), int((best_y < 0.6).sum())
+
+@dataclass(frozen=True)
+class _Text:
+    parsed: Parsed
+    vector: np.ndarray
+    lexical: np.ndarray
+    words: np.ndarray
+
+
+class PairFeaturizer:
+    """Feature rows for many pairs; each distinct text is parsed and embedded once (``embed``
+    gives unit vectors for texts and single words: the semantic embedder)."""
+
+    def __init__(self, embed: Embed) -> None:
+        self._embed = embed
+        self._texts: dict[str, _Text] = {}
+        self._words: dict[str, np.ndarray] = {}
+
+    def _prepare(self, texts: Sequence[str]) -> None:
+        new = [t for t in dict.fromkeys(texts) if t not in self._texts]
+        if not new:
+            return
+        parsed = [parse(t) for t in new]
+        words = [w for w in dict.fromkeys(w for p in parsed for w in p.tokens) if w not in self._words]
+        vectors = self._embed([*new, *words]) if new or words else np.zeros((0, 256))
+        self._words.update(zip(words, vectors[len(new):], strict=True))
+        lexical = hashing_embed(new, 384)
+        dim = vectors.shape[1]
+        for i, (text, p) in enumerate(zip(new, parsed, strict=True)):
+            word_vectors = (np.stack([self._words[w] for w in p.tokens]) if p.tokens
+                            else np.zeros((0, dim), dtype=vectors.dtype))
+            self._texts[text] = _Text(p, vectors[i], lexical[i], word_vectors)
+
+    def matrix(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        if not pairs:
+            return np.zeros((0, len(FEATURE_NAMES)))
+        self._prepare([t for pair in pairs for t in pair])
+        return np.stack([self._row(a, b) for a, b in pairs])
+
+    def _row(self, a: str, b: str) -> np.ndarray:
+        ta_, tb_ = self._texts[a], self._texts[b]
+        pa, pb = ta_.parsed, tb_.parsed
+        ta, tb = set(pa.tokens), set(pb.tokens)
+        shared = ta & tb
+        only_a, only_b = ta - tb, tb - ta
+        sem_cos = float(ta_.vector @ tb_.vector)
+        lex_cos = float(ta_.lexical @ tb_.lexical)
+        if len(pa.tokens) and len(pb.tokens):
+            sims = ta_.words @ tb_.words.T
+            best_a, best_b = sims.max(axis=1), sims.max(axis=0)
+        else:
+            sims = np.zeros((len(pa.tokens), len(pb.tokens)))
+            best_a, best_b = np.zeros(len(pa.tokens)), np.zeros(len(pb.tokens))
+        loose_a, loose_b = best_a < _ALIGNED, best_b < _ALIGNED
+        soft_a = float(best_a.mean()) if len(best_a) else 0.0
+        soft_b = float(best_b.mean()) if len(best_b) else 0.0
+        frac_a = 1 - float(loose_a.mean()) if len(best_a) else 0.0
+        frac_b = 1 - float(loose_b.mean()) if len(best_b) else 0.0
+        if loose_a.any() and loose_b.any():
+            diff_a = ta_.words[loose_a].mean(axis=0)
+            diff_b = tb_.words[loose_b].mean(axis=0)
+            diff_cos = float(diff_a @ diff_b / (np.linalg.norm(diff_a) * np.linalg.norm(diff_b) + 1e-9))
+            unaligned_sim = float(sims[np.ix_(loose_a, loose_b)].max())
+        else:
+            diff_cos = unaligned_sim = 0.0
+        flips = 0
+        if len(pa.tokens) and len(pb.tokens):
+            partner_a, partner_b = sims.argmax(axis=1), sims.argmax(axis=0)
+            flips = sum(1 for i, j in enumerate(partner_a) if best_a[i] >= _ALIGNED and pa.negated[i] != pb.negated[j]) \
+                + sum(1 for j, i in enumerate(partner_b) if best_b[j] >= _ALIGNED and pb.negated[j] != pa.negated[i])
+        exact_a = {k for w, k in zip(pa.tokens, pa.kinds, strict=True) if k and w not in tb}
+        exact_b = {k for w, k in zip(pb.tokens, pb.kinds, strict=True) if k and w not in ta}
+        kinds_a = {k for k, loose in zip(pa.kinds, loose_a, strict=True) if k and loose}
+        kinds_b = {k for k, loose in zip(pb.kinds, loose_b, strict=True) if k and loose}
+        shared_values = sum(1 for w, k in zip(pa.tokens, pa.kinds, strict=True) if k and w in tb)
+        names_loose = sum(1 for k, loose in zip(pa.kinds, loose_a, strict=True) if k in ("name", "place") and loose) \
+            + sum(1 for k, loose in zip(pb.kinds, loose_b, strict=True) if k in ("name", "place") and loose)
+        contain_a = len(shared) / len(ta) if ta else 0.0
+        contain_b = len(shared) / len(tb) if tb else 0.0
+        ops = [op for op in SequenceMatcher(None, pa.tokens, pb.tokens, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+        span_a = sum(i2 - i1 for _, i1, i2, _, _ in ops)
+        span_b = sum(j2 - j1 for _, _, _, j1, j2 in ops)
+        kinds = {op[0] for op in ops}
+        ca, cb = _char_ngrams(pa.chars, 1), _char_ngrams(pb.chars, 1)
+        ca2, cb2 = _char_ngrams(pa.chars, 2), _char_ngrams(pb.chars, 2)
+        ca3, cb3 = _char_ngrams(pa.chars, 3), _char_ngrams(pb.chars, 3)
+        char_a = len(ca & cb) / len(ca) if ca else 0.0
+        char_b = len(ca & cb) / len(cb) if cb else 0.0
+        num_both = bool(pa.numbers and pb.numbers)
+        num_conflict = num_both and pa.numbers != pb.numbers
+        time_both = bool(pa.times and pb.times)
+        jaccard = _jaccard(ta, tb)
+        neg_diff = float((pa.negations > 0) != (pb.negations > 0))
+        la, lb = max(1, len(pa.tokens)), max(1, len(pb.tokens))
+        people = len(pa.people ^ pb.people)
+        return np.array([
+            sem_cos, lex_cos, jaccard, min(contain_a, contain_b), max(contain_a, contain_b),
+            _jaccard(ca, cb), _jaccard(ca2, cb2), max(char_a, char_b), len(only_a), len(only_b), len(ops),
+            span_a, span_b, float(bool(ops) and (kinds <= {"insert"} or kinds <= {"delete"})),
+            float(ta == tb), float(num_both), float(num_both and pa.numbers != pb.numbers),
+            float(num_both and pa.numbers == pb.numbers), float(bool(pa.numbers) != bool(pb.numbers)),
+            float(time_both), float(time_both and not (pa.times & pb.times)),
+            float(pa.negations), float(pb.negations), neg_diff, float(pb.change_cues), float(pa.change_cues),
+            _antonym_hit(pa, pb), min(la, lb) / max(la, lb), float(min(la, lb)),
+            float(pa.zh and pb.zh), float(pa.zh != pb.zh),
+            float(bool(pa.subject) and pa.subject == pb.subject),
+            float(bool(pa.subject) and bool(pb.subject) and pa.subject != pb.subject),
+            float(people), soft_a, soft_b, min(soft_a, soft_b), float(loose_a.sum()), float(loose_b.sum()),
+            diff_cos, sem_cos * jaccard, neg_diff * max(contain_a, contain_b),
+            float(best_a.min()) if len(best_a) else 0.0, float(best_b.min()) if len(best_b) else 0.0,
+            min(frac_a, frac_b), max(frac_a, frac_b), unaligned_sim,
+            float(len(kinds_a)), float(len(kinds_b)), float(bool(kinds_a & kinds_b)), float(shared_values),
+            float(names_loose), float(pa.past), float(pb.past), _jaccard(ca3, cb3), min(char_a, char_b),
+            neg_diff * min(frac_a, frac_b),
+            float(flips), float(flips > 0) * min(frac_a, frac_b), float(bool(exact_a & exact_b)),
+            float(len(exact_a)), float(len(exact_b)),
+            float(pa.polarity), float(pb.polarity), float(pa.polarity * pb.polarity < 0),
+            float(pa.polarity * pb.polarity < 0) * max(frac_a, frac_b),
+            float(bool(pa.functional & pb.functional)),
+            float(bool(pa.functional & pb.functional) and (bool(exact_a & exact_b) or num_conflict)),
+        ], dtype=np.float64)
 
 
 def pair_features(a: str, b: str, embed: Embed) -> np.ndarray:
-    """The feature vector (FEATURE_NAMES order) of an older text ``a`` and a newer text ``b``;
-    ``embed`` gives unit vectors for texts and single words (the semantic embedder)."""
-    pa, pb = parse(a), parse(b)
-    ta, tb = set(pa.tokens), set(pb.tokens)
-    shared = ta & tb
-    only_a, only_b = ta - tb, tb - ta
-    words = sorted(ta | tb)
-    diff_a, diff_b = " ".join(sorted(only_a)), " ".join(sorted(only_b))
-    texts = [a, b, *([diff_a, diff_b] if only_a and only_b else [])]
-    vectors = embed([*texts, *words])
-    sem_cos = float(vectors[0] @ vectors[1])
-    diff_cos = float(vectors[2] @ vectors[3]) if only_a and only_b else 0.0
-    by_word = dict(zip(words, vectors[len(texts):], strict=True))
-    lex = hashing_embed([a, b], 384)
-    lex_cos = float(lex[0] @ lex[1])
-    soft_a, soft_b, unaligned_a, unaligned_b = _soft_alignment(pa.tokens, pb.tokens, by_word)
-    contain_a = len(shared) / len(ta) if ta else 0.0
-    contain_b = len(shared) / len(tb) if tb else 0.0
-    ops = [op for op in SequenceMatcher(None, pa.tokens, pb.tokens, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
-    span_a = sum(i2 - i1 for _, i1, i2, _, _ in ops)
-    span_b = sum(j2 - j1 for _, _, _, j1, j2 in ops)
-    kinds = {op[0] for op in ops}
-    ca, cb = _char_ngrams(pa.chars, 1), _char_ngrams(pb.chars, 1)
-    ca2, cb2 = _char_ngrams(pa.chars, 2), _char_ngrams(pb.chars, 2)
-    char_contain = max(len(ca & cb) / len(ca) if ca else 0.0, len(ca & cb) / len(cb) if cb else 0.0)
-    num_both = bool(pa.numbers and pb.numbers)
-    time_both = bool(pa.times and pb.times)
-    jaccard = _jaccard(ta, tb)
-    neg_diff = float((pa.negations > 0) != (pb.negations > 0))
-    la, lb = max(1, len(pa.tokens)), max(1, len(pb.tokens))
-    people = sum(1 for w in only_a | only_b if w in _PEOPLE or any(p in w for p in _PEOPLE if _CJK.match(p)))
-    return np.array([
-        sem_cos, lex_cos, jaccard, min(contain_a, contain_b), max(contain_a, contain_b),
-        _jaccard(ca, cb), _jaccard(ca2, cb2), char_contain, len(only_a), len(only_b), len(ops),
-        span_a, span_b, float(bool(ops) and (kinds <= {"insert"} or kinds <= {"delete"})),
-        float(ta == tb), float(num_both), float(num_both and pa.numbers != pb.numbers),
-        float(num_both and pa.numbers == pb.numbers), float(bool(pa.numbers) != bool(pb.numbers)),
-        float(time_both), float(time_both and not (pa.times & pb.times)),
-        float(pa.negations), float(pb.negations), neg_diff, float(pb.change_cues), float(pa.change_cues),
-        _antonym_hit(only_a, only_b, a, b), min(la, lb) / max(la, lb), float(min(la, lb)),
-        float(pa.zh and pb.zh), float(pa.zh != pb.zh),
-        float(bool(pa.subject) and pa.subject == pb.subject),
-        float(bool(pa.subject) and bool(pb.subject) and pa.subject != pb.subject),
-        float(people), soft_a, soft_b, min(soft_a, soft_b), float(unaligned_a), float(unaligned_b),
-        diff_cos, sem_cos * jaccard, neg_diff * max(contain_a, contain_b),
-    ], dtype=np.float64)
+    """The feature vector (FEATURE_NAMES order) of an older text ``a`` and a newer text ``b``."""
+    return PairFeaturizer(embed).matrix([(a, b)])[0]
 
 
 def informativeness(text: str) -> tuple[int, int]:

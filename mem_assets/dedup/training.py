@@ -2,12 +2,22 @@
 
 ``python -m mem_assets.dedup.training [--train PATH] [--out PATH]``
 
-1. Features of every training pair (``pair_features``).
-2. Five-fold cross-validated probabilities, folds by authored group (a group's sentences never sit
-   on both sides of a fold), to choose the precision-first thresholds: the pair of thresholds on
-   a 0.05 grid with the best redundant F1 + contradictory F1 whose wrong merges (independent or
-   contradictory judged redundant) plus wrong supersedes (independent judged contradictory) stay
-   within ``WRONG_BUDGET`` of the training pairs.
+1. Features of every training pair (``pair_features``), in both orders: which of two redundant or
+   independent memories is "newer" is arbitrary, so those pairs are also learned swapped (a
+   contradiction keeps its order: ``b`` is the newer value).
+   Authored independent pairs are all hard (same person, same topic); a real candidate list also
+   holds loosely related facts, and a lexical embedder pairs unrelated ones ("plays chess" / "no
+   longer drinks tea"). So each fit also learns, labelled independent, ``EASY_NEGATIVES`` pairs of
+   texts from two different groups of its own training rows, same language, that the WordLlama
+   candidate search would pair, and as many random pairs across groups. They are never scored.
+2. Out-of-fold probabilities from five group folds (a group's sentences never sit on both sides of
+   a fold), repeated with three shuffles. Pairs the pipeline would never judge (WordLlama cosine
+   under the candidate threshold) count as independent, texts equal after normalisation as
+   redundant, as in ``evaluation``; P(redundant) is averaged over both orders as the shipped
+   judge does (``JudgeModel.pair_probabilities``). The precision-first thresholds are the pair on a 0.02 grid with
+   the best redundant F1 + contradictory F1 whose wrong merges (independent or contradictory
+   judged redundant) plus wrong supersedes (independent judged contradictory) stay within
+   ``WRONG_BUDGET`` of the out-of-fold pairs.
 3. A final fit on all training pairs, exported as JSON trees; the export is checked against
    scikit-learn's own probabilities before it is written.
 
@@ -22,49 +32,131 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.ensemble import GradientBoostingClassifier
-from sklearn.metrics import f1_score
-from sklearn.model_selection import GroupKFold, cross_val_predict
+from sklearn.metrics import precision_recall_fscore_support
+from sklearn.model_selection import GroupKFold
 
-from mem_assets.dedup.judge_model import MODEL_FILE, feature_matrix, model_from_json
-from mem_assets.dedup.pair_features import FEATURE_NAMES
+from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
+from mem_assets.dedup.judge_model import MODEL_FILE, MODEL_NAME, model_from_json, symmetrize
+from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
+from mem_resources.embedder import wordllama_embed
+from mem_resources.memory_model import normalize_text
 
 TRAIN_FILE = Path(__file__).parents[2] / "data" / "judge" / "train.jsonl"
-WRONG_BUDGET = 0.02
-GRID = np.round(np.arange(0.40, 0.96, 0.05), 2)
+WRONG_BUDGET = 0.015
+GRID = np.round(np.arange(0.30, 0.99, 0.02), 2)
+SHUFFLES = (0, 1, 2)
+EASY_NEGATIVES = 1500
 PARAMS = {"n_estimators": 200, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8,
-          "random_state": 0}
+          "min_samples_leaf": 10, "random_state": 0}
+CLASSES = ["contradictory", "independent", "redundant"]
+JUDGED = ("redundant", "contradictory")
 
 
 def read_pairs(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def apply_thresholds(probabilities: np.ndarray, classes: list[str], redundant: float,
-                     contradictory: float) -> np.ndarray:
-    r, c = probabilities[:, classes.index("redundant")], probabilities[:, classes.index("contradictory")]
+def apply_thresholds(probabilities: np.ndarray, redundant: float, contradictory: float) -> np.ndarray:
+    r, c = probabilities[:, CLASSES.index("redundant")], probabilities[:, CLASSES.index("contradictory")]
     return np.where((r >= redundant) & (r >= c), "redundant",
                     np.where(c >= contradictory, "contradictory", "independent"))
 
 
-def wrong_rate(truth: np.ndarray, predicted: np.ndarray) -> float:
+def wrong_count(truth: np.ndarray, predicted: np.ndarray) -> int:
     merges = ((predicted == "redundant") & (truth != "redundant")).sum()
     supersedes = ((predicted == "contradictory") & (truth == "independent")).sum()
-    return float(merges + supersedes) / len(truth)
+    return int(merges + supersedes)
 
 
-def choose_thresholds(probabilities: np.ndarray, classes: list[str], truth: np.ndarray) -> dict:
+def _f1_sum(truth: np.ndarray, predicted: np.ndarray) -> float:
+    return float(precision_recall_fscore_support(truth, predicted, labels=list(JUDGED), zero_division=0)[2].sum())
+
+
+def choose_thresholds(probabilities: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     best: tuple[float, float, float] | None = None
     for redundant in GRID:
         for contradictory in GRID:
-            predicted = apply_thresholds(probabilities, classes, redundant, contradictory)
-            if wrong_rate(truth, predicted) > WRONG_BUDGET:
+            predicted = apply_thresholds(probabilities, redundant, contradictory)
+            if wrong_count(truth, predicted) > WRONG_BUDGET * len(truth):
                 continue
-            score = f1_score(truth, predicted, labels=["redundant", "contradictory"], average="macro")
+            score = _f1_sum(truth, predicted)
             if best is None or score > best[0]:
                 best = (score, float(redundant), float(contradictory))
     if best is None:
         raise RuntimeError("no thresholds keep wrong merges + supersedes within the budget")
     return {"redundant": best[1], "contradictory": best[2]}
+
+
+def easy_negatives(rows: list[dict], featurizer: PairFeaturizer, seed: int) -> np.ndarray:
+    """Features of cross-group pairs: similar ones, then as many random ones (see the module doc)."""
+    texts: dict[str, tuple[str, str]] = {}
+    for row in rows:
+        for side in ("a", "b"):
+            texts.setdefault(row[side], (row["group"], row.get("lang", "")))
+    ordered = sorted(texts)
+    vectors = wordllama_embed(ordered)
+    groups = np.array([texts[t][0] for t in ordered])
+    languages = np.array([texts[t][1] for t in ordered])
+    similar = (vectors @ vectors.T >= WORDLLAMA_THRESHOLD) & (groups[:, None] != groups[None, :]) \
+        & (languages[:, None] == languages[None, :])
+    left, right = np.nonzero(np.triu(similar, 1))
+    rng = np.random.default_rng(seed)
+    chosen = rng.permutation(len(left))[:EASY_NEGATIVES]
+    pairs = [(ordered[left[i]], ordered[right[i]]) for i in sorted(chosen)]
+    while len(pairs) < 2 * min(EASY_NEGATIVES, len(left)):
+        x, y = rng.integers(len(ordered), size=2)
+        if groups[x] != groups[y]:
+            pairs.append((ordered[x], ordered[y]))
+    return featurizer.matrix(pairs)
+
+
+def _fit(features: np.ndarray, swapped: np.ndarray, truth: np.ndarray,
+         negatives: np.ndarray) -> GradientBoostingClassifier:
+    both_ways = truth != "contradictory"
+    return GradientBoostingClassifier(**PARAMS).fit(
+        np.vstack([features, swapped[both_ways], negatives]),
+        np.concatenate([truth, truth[both_ways], ["independent"] * len(negatives)]))
+
+
+def _as_pipeline(probabilities: np.ndarray, candidate: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    probabilities = probabilities.copy()
+    probabilities[~candidate] = [0.0, 1.0, 0.0]
+    probabilities[exact] = [0.0, 0.0, 1.0]
+    return probabilities
+
+
+def _scores(truth: np.ndarray, predicted: np.ndarray) -> dict:
+    precision, recall, f1, _ = precision_recall_fscore_support(truth, predicted, labels=list(JUDGED),
+                                                               zero_division=0)
+    return {label: {"precision": round(float(p), 3), "recall": round(float(r), 3), "f1": round(float(f), 3)}
+            for label, p, r, f in zip(JUDGED, precision, recall, f1, strict=True)} | {
+        "wrong_percent": round(100 * wrong_count(truth, predicted) / len(truth), 2)}
+
+
+def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
+                   featurizer: PairFeaturizer) -> tuple[dict, dict]:
+    """Thresholds chosen on the pooled out-of-fold probabilities, and the CV scores they give."""
+    truth = np.array([r["label"] for r in rows])
+    groups = np.array([r["group"] for r in rows])
+    candidate = features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD
+    exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
+    runs = []
+    for seed in SHUFFLES:
+        probabilities = np.zeros((len(rows), len(CLASSES)))
+        for fit_rows, test_rows in GroupKFold(5, shuffle=True, random_state=seed).split(features, truth, groups):
+            negatives = easy_negatives([rows[i] for i in fit_rows], featurizer, seed)
+            model = _fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives)
+            probabilities[test_rows] = symmetrize(model.predict_proba(features[test_rows]),
+                                                  model.predict_proba(swapped[test_rows]), CLASSES)
+        runs.append(_as_pipeline(probabilities, candidate, exact))
+    thresholds = choose_thresholds(np.vstack(runs), np.tile(truth, len(SHUFFLES)))
+    languages = np.array([r.get("lang", "") for r in rows])
+    per_run = []
+    for probabilities in runs:
+        predicted = apply_thresholds(probabilities, thresholds["redundant"], thresholds["contradictory"])
+        per_run.append({"all": _scores(truth, predicted), **{
+            lang: _scores(truth[languages == lang], predicted[languages == lang]) for lang in ("en", "zh")}})
+    return thresholds, {"folds": 5, "shuffles": len(SHUFFLES), "wrong_budget": WRONG_BUDGET, "runs": per_run}
 
 
 def export(model: GradientBoostingClassifier, thresholds: dict, extra: dict) -> str:
@@ -77,7 +169,8 @@ def export(model: GradientBoostingClassifier, thresholds: dict, extra: dict) -> 
             "threshold": [round(float(x), 9) for x in t.tree_.threshold],
             "value": [round(float(x), 9) for x in t.tree_.value[:, 0, 0]],
         } for t in stage])
-    spec = {"version": 1, "features": list(FEATURE_NAMES), "classes": [str(c) for c in model.classes_],
+    spec = {"name": MODEL_NAME, "version": 2, "features": list(FEATURE_NAMES),
+            "classes": [str(c) for c in model.classes_],
             "init": np.log(np.clip(init, 1e-12, None)).round(9).tolist(),
             "learning_rate": model.learning_rate, "thresholds": thresholds, "trees": trees, **extra}
     return json.dumps(spec, separators=(",", ":"), sort_keys=True) + "\n"
@@ -85,21 +178,15 @@ def export(model: GradientBoostingClassifier, thresholds: dict, extra: dict) -> 
 
 def train(train_file: Path = TRAIN_FILE) -> tuple[str, dict]:
     rows = read_pairs(train_file)
-    features = feature_matrix([(r["a"], r["b"]) for r in rows])
+    featurizer = PairFeaturizer(wordllama_embed)
+    both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
+    features, swapped = both[:len(rows)], both[len(rows):]
     truth = np.array([r["label"] for r in rows])
-    groups = [r.get("group", f"{r['a']}\x1f{r['b']}") for r in rows]
-    model = GradientBoostingClassifier(**PARAMS)
-    cv = cross_val_predict(model, features, truth, groups=groups, cv=GroupKFold(5), method="predict_proba")
-    classes = sorted(set(truth))
-    thresholds = choose_thresholds(cv, classes, truth)
-    predicted = apply_thresholds(cv, classes, thresholds["redundant"], thresholds["contradictory"])
-    report = {
-        "train_pairs": len(rows),
-        "cv_f1": dict(zip(["redundant", "contradictory"], np.round(f1_score(
-            truth, predicted, labels=["redundant", "contradictory"], average=None), 3).tolist(), strict=True)),
-        "cv_wrong_rate": round(wrong_rate(truth, predicted), 4),
-    }
-    model.fit(features, truth)
+    thresholds, report = cross_validate(rows, features, swapped, featurizer)
+    report = {"train_pairs": len(rows), "easy_negatives": EASY_NEGATIVES, **report}
+    model = _fit(features, swapped, truth, easy_negatives(rows, featurizer, 0))
+    if list(model.classes_) != CLASSES:
+        raise RuntimeError(f"unexpected classes {model.classes_}")
     text = export(model, thresholds, {"training": report})
     exported = model_from_json(text, "check")
     if not np.allclose(exported.probabilities(features), model.predict_proba(features), atol=1e-6):

@@ -1,8 +1,9 @@
 """The learned offline judge, scored end to end on the held-out split it never saw in training.
 
 Floors (docs/dedup.md): wrong merges + wrong supersedes <= 2% of pairs, redundant precision
->= 0.90, redundant F1 >= 0.45, contradictory F1 >= 0.60. Measured at commit: 1.39%, 0.97, 0.50,
-0.66 on 502 pairs.
+>= 0.88, redundant F1 >= 0.55, contradictory F1 >= 0.60. Measured with judge-v2: 1.64%, 0.91,
+0.58, 0.62 on 1,222 pairs. The issue's targets (redundant F1 0.80, contradictory F1 0.70) are not
+met yet; the floors guard what is.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mem_assets.dedup import judge_model
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.evaluation import evaluate, read_pairs
 from mem_assets.dedup.pair_features import FEATURE_NAMES, parse, pair_features
-from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
+from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder, wordllama_embed
 from mem_assets.dedup.judges import OfflineJudge
 
 DATA = Path(__file__).parents[2] / "data" / "judge"
@@ -33,14 +34,15 @@ def heldout_score() -> dict:
 def test_heldout_floors(heldout_score):
     assert heldout_score["pairs"] >= 400
     assert heldout_score["wrong_total"]["percent"] <= 2.0
-    assert heldout_score["classes"]["redundant"]["precision"] >= 0.90
-    assert heldout_score["classes"]["redundant"]["f1"] >= 0.45
+    assert heldout_score["classes"]["redundant"]["precision"] >= 0.88
+    assert heldout_score["classes"]["redundant"]["f1"] >= 0.55
     assert heldout_score["classes"]["contradictory"]["f1"] >= 0.60
     assert set(heldout_score["by_language"]) >= {"en", "zh"}
 
 
 def test_pairs_never_candidates_count_as_independent():
-    rows = [{"a": "The user is allergic to cats.", "b": "The user has a cat allergy.", "label": "redundant"}]
+    rows = [{"a": "The user enjoys hiking and finds it the best outdoor activity.",
+             "b": "The user enjoys hiking in the great outdoors.", "label": "redundant"}]
     caught = evaluate(rows, WordLlamaEmbedder(), OfflineJudge(), threshold=0.0, top_k=5)
     missed = evaluate(rows, WordLlamaEmbedder(), OfflineJudge(), threshold=0.999, top_k=5)
     assert caught["classes"]["redundant"]["recall"] == 1.0 and caught["candidates"] == 1
@@ -88,7 +90,35 @@ def test_model_file_fingerprint_keys_the_judgment_cache():
 
 
 def test_probabilities_are_a_distribution():
-    features = pair_features("Melanie has two children.", "Melanie has three kids.",
-                             judge_model.CachedEmbed())
+    features = pair_features("Melanie has two children.", "Melanie has three kids.", wordllama_embed)
     probabilities = judge_model.load().probabilities(features)
     assert probabilities.shape == (1, 3) and abs(probabilities.sum() - 1) < 1e-9
+
+
+def test_negation_is_scoped_to_the_words_it_governs():
+    parsed = parse("Andrew wants a dog but his apartment doesn't allow pets.")
+    negated = dict(zip(parsed.tokens, parsed.negated, strict=True))
+    assert negated["allow"] and not negated["dog"]
+    chinese = parse("用户不喜欢吃香菜")
+    assert dict(zip(chinese.tokens, chinese.negated, strict=True))["喜欢"]
+
+
+def test_chinese_numbers_articles_and_years():
+    assert parse("钟琳嫁给了一名消防员").numbers == frozenset()
+    assert parse("张伟养了两只猫").numbers == {2.0}
+    assert 2019.0 in parse("华英二〇一九年拿到了护理学位").numbers
+
+
+def test_values_of_one_kind_swapped_are_seen_as_a_swap():
+    swap = FEATURE_NAMES.index("value_swap_exact")
+    features = judge_model.feature_matrix([("Jolene's dog Biscuit is a beagle.", "Jolene's dog Biscuit is a poodle."),
+                                           ("Jolene's dog Biscuit is a beagle.", "Jolene walks Biscuit every morning.")])
+    assert features[0, swap] == 1.0 and features[1, swap] == 0.0
+
+
+def test_batched_features_equal_one_pair_at_a_time():
+    pairs = [("The user likes tea.", "The user no longer drinks tea."), ("用户住在杭州", "用户搬到了上海"),
+             ("The user likes tea.", "用户住在杭州")]
+    batched = judge_model.feature_matrix(pairs)
+    for row, (a, b) in zip(batched, pairs, strict=True):
+        assert (row == pair_features(a, b, wordllama_embed)).all()
