@@ -140,14 +140,16 @@ def test_grown_topics_keep_counts_and_their_previous_summary(neo4j, grown):
 
 
 def test_a_merge_afterwards_leaves_no_parent_edge_to_an_archived_memory(neo4j, grown, instance):
+    """Dedup moves a topic's edge to the survivor as it archives; reorganization repairs edges that
+    a write outside dedup (a foreign tool, an old restore) left on archived members."""
     tenant = grown["tenant"]
     tree = grown["after_second"]
     by_leaf: dict[str, list[str]] = {}
     for mid, row in sorted(tree.items()):
         if row["leaf"]:
             by_leaf.setdefault(row["leaf"], []).append(mid)
-    (leaf_a, (a1, a2, *_)), (leaf_b, (b1, b2, *_)) = [
-        (leaf, ids) for leaf, ids in sorted(by_leaf.items()) if len(ids) >= 3][:2]
+    (leaf_a, (a1, a2, a3, *_)), (leaf_b, (b1, b2, b3, *_)) = [
+        (leaf, ids) for leaf, ids in sorted(by_leaf.items()) if len(ids) >= 4][:2]
     now = utc_now()
     with neo4j.session() as session:
         props = session.execute_read(dedup_queries.read_nodes, tenant, [a1])[a1]
@@ -155,20 +157,32 @@ def test_a_merge_afterwards_leaves_no_parent_edge_to_an_archived_memory(neo4j, g
                               {"memory": props["memory"] + " (merged)", "status": "activated"},
                               "duplicate", "test merge", now)
         session.execute_write(dedup_queries.supersede, tenant, b1, b2, {}, "test supersede", now)
+        assert session.execute_read(queries.topics_with_archived_members, tenant) == []
+        edited = session.run("MATCH (b:MemoryItem {user_name: $tenant, id: $b3}) RETURN properties(b) AS p",
+                             tenant=tenant, b3=b3).single()["p"] | {"id": "mem:foreign-edit"}
+        session.run(
+            """
+            MATCH (old:MemoryItem {user_name: $tenant, id: $a3}), (merged:MemoryItem {user_name: $tenant, id: 'mem:merged-a'})
+            SET old.status = 'archived' CREATE (old)-[:MERGED_TO]->(merged)
+            WITH 1 AS one
+            MATCH (b:MemoryItem {user_name: $tenant, id: $b3})
+            CREATE (copy:MemoryItem) SET copy = $edited
+            SET b.status = 'archived' CREATE (b)-[:SUPERSEDED_BY]->(copy)
+            """, tenant=tenant, a3=a3, b3=b3, edited=edited).consume()
         stale = session.execute_read(queries.topics_with_archived_members, tenant)
-    assert {row["member"] for row in stale} == {a2, b1}
+    assert {row["member"] for row in stale} == {a3, b3}
 
     result = _reorganize(neo4j, tenant, instance)
     metadata = materialization_metadata(result, "reorg_candidates")
-    assert metadata["edges_moved"] + metadata["edges_dropped"] == 2
+    assert (metadata["edges_moved"], metadata["edges_dropped"]) == (1, 1)
     with neo4j.session() as session:
         assert session.execute_read(queries.topics_with_archived_members, tenant) == []
         homes = dict(session.run(
             "MATCH (t:MemoryItem {type: 'topic', status: 'activated'})-[:PARENT]->(m:MemoryItem {user_name: $tenant}) "
             "WHERE m.id IN $ids RETURN m.id AS id, t.id AS topic", tenant=tenant,
-            ids=["mem:merged-a", b2]).values())
-    assert homes["mem:merged-a"] == leaf_a
-    assert b2 in homes and leaf_b in {homes[b2], leaf_b}
+            ids=["mem:merged-a", b2, "mem:foreign-edit"]).values())
+    assert homes["mem:merged-a"] == leaf_a and homes["mem:foreign-edit"] == leaf_b
+    assert b2 in homes
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks["no_archived_members"] and checks["parents_have_two_members"]
 
