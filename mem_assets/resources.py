@@ -33,10 +33,10 @@ from mem_resources.settings import Settings
 from mem_resources.table_io import TableIOManager, table_base
 
 
-def _env_or(settings: Settings, field: str, value: Any) -> Any:
+def _env_or(settings: Settings, field: str, value: Any, in_dagster: bool = True) -> Any:
     """``EnvVar`` of the variable ``field`` was read from, else ``value`` (a default, or a value
-    set in code, e.g. by a test)."""
-    name = settings.env_source(field)
+    set in code, e.g. by a test). Outside Dagster nothing resolves an ``EnvVar``: the value."""
+    name = settings.env_source(field) if in_dagster else None
     return dg.EnvVar(name) if name else value
 
 
@@ -78,8 +78,8 @@ def build_embedder(settings: Settings, in_dagster: bool = True) -> EmbedderResou
 
 def build_chat(settings: Settings, in_dagster: bool = True) -> OpenAIChatResource:
     return OpenAIChatResource(
-        model=_env_or(settings, "llm_model", settings.llm_model),
-        base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
+        model=_env_or(settings, "llm_model", settings.llm_model, in_dagster),
+        base_url=_env_or(settings, "openai_base_url", settings.openai_base_url, in_dagster),
         api_key=_api_key(settings, in_dagster),
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,

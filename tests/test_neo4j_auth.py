@@ -86,5 +86,6 @@ def test_a_wrong_password_in_the_environment_fails_the_run(auth_server, monkeypa
         result = dg.materialize(tenant_pipeline[:1], partition_key=tenant, instance=instance,
                                 resources=resources, raise_on_error=False)
     assert not result.success
-    failure = result.get_step_failure_events()[0].step_failure_data.error
-    assert "Unauthorized" in failure.to_string() or "authentication" in failure.to_string().lower()
+    errors = " ".join(event.event_specific_data.error.to_string() for event in result.all_events
+                      if getattr(event.event_specific_data, "error", None) is not None)
+    assert "Unauthorized" in errors or "authentication" in errors.lower(), errors

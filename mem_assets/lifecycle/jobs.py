@@ -89,7 +89,7 @@ def backup_tenant_op(context: dg.OpExecutionContext, config: BackupConfig, neo4j
                      backups: BackupStorage) -> dg.Output[dict]:
     """Stream the tenant's subgraph into a new backup and rotate old ones."""
     result = backup_tenant(neo4j, backups.path, config.tenant, config.keep_last, config.page_size,
-                           holder=_holder(context))
+                           holder=_holder(context), sink=context.log.info)
     counts = result.manifest.counts
     context.log.info(f"backup {result.path}: {counts.nodes} nodes, {counts.relationships} relationships")
     return dg.Output(result.manifest.model_dump(mode="json"), metadata={
@@ -109,7 +109,7 @@ def restore_tenant_op(context: dg.OpExecutionContext, config: RestoreConfig, neo
                       backups: BackupStorage) -> dg.Output[dict]:
     """Verify a backup, MERGE it back, and make the tenant a partition again."""
     result = restore_tenant(neo4j, backups.path, config.tenant, config.backup_id, config.batch_size,
-                            holder=_holder(context))
+                            holder=_holder(context), sink=context.log.info)
     if not context.instance.has_dynamic_partition(tenant_partitions.name, config.tenant):
         context.instance.add_dynamic_partitions(tenant_partitions.name, [config.tenant])
     return dg.Output(result.manifest.model_dump(mode="json"), metadata={

@@ -26,7 +26,7 @@ from mem_assets.lifecycle.archive import (
 )
 from mem_assets.lifecycle.codec import decode_properties, encode_properties
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.progress import Sink, tracked
+from mem_resources.progress import Progress, Sink, tracked
 
 T = TypeVar("T")
 
@@ -118,7 +118,7 @@ def _rel_group(rel: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def _write_backup(neo4j: Neo4jResource, root: Path, tenant: str, page_size: int,
-                  compresslevel: int) -> tuple[Path, Manifest]:
+                  compresslevel: int, sink: Sink | None) -> tuple[Path, Manifest]:
     """One pass over the tenant; published only if every relationship end was read too."""
     with neo4j.session() as session:
         unaddressable = session.execute_read(queries.unaddressable_nodes, tenant)
@@ -130,7 +130,9 @@ def _write_backup(neo4j: Neo4jResource, root: Path, tenant: str, page_size: int,
             )
         read: set[tuple[str, str]] = set()
         pointed_at: set[tuple[str, str]] = set()
-        with BackupWriter(root, tenant, compresslevel=compresslevel) as writer:
+        total = session.execute_read(queries.tenant_node_count, tenant)
+        with (BackupWriter(root, tenant, compresslevel=compresslevel) as writer,
+              tracked(f"backup {tenant}", sink, total=total, unit="nodes") as progress):
             for page in _pages(session, tenant, page_size):
                 for node in page.nodes:
                     writer.write_node(node["id"], node["labels"], page.label,
@@ -142,6 +144,7 @@ def _write_backup(neo4j: Neo4jResource, root: Path, tenant: str, page_size: int,
                                                [encode_properties(r["props"]) for r in group])
                     pointed_at.add((end_key, end))
                 writer.external_relationships += page.external
+                progress.advance(len(page.nodes))
             if missing := pointed_at - read:
                 raise InconsistentRead(f"{len(missing)} relationship ends of {tenant!r} were not read "
                                        "(the graph changed during the backup)")
@@ -150,9 +153,9 @@ def _write_backup(neo4j: Neo4jResource, root: Path, tenant: str, page_size: int,
 
 def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
                   page_size: int = 1000, compresslevel: int = 1, attempts: int = 3,
-                  holder: str | None = None) -> BackupResult:
+                  holder: str | None = None, sink: Sink | None = None) -> BackupResult:
     """Stream the tenant's nodes (keyset pages per key label) and their relationships to disk,
-    publish the backup, then rotate older ones away.
+    publish the backup, then rotate older ones away. Progress (nodes) goes to ``sink``.
 
     Pages are read in separate transactions, so the backup holds the tenant's write lease
     (``holder``: re-entrant for a run or drop that already holds it): no writer changes the
@@ -167,7 +170,7 @@ def backup_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
     with neo4j.lease(tenant, holder, info="a backup"):
         for attempt in range(1, attempts + 1):
             try:
-                path, manifest = _write_backup(neo4j, root, tenant, page_size, compresslevel)
+                path, manifest = _write_backup(neo4j, root, tenant, page_size, compresslevel, sink)
                 break
             except InconsistentRead:
                 if attempt == attempts:
@@ -209,14 +212,24 @@ def _relationship_batches(reader: BackupReader,
 
 
 def _write_restore(session: Session, tenant: str, reader: BackupReader, batch_size: int,
-                   result: RestoreResult, undo: RestoreUndo) -> None:
-    for node_batch in _node_batches(reader, batch_size):
-        for key, rows in node_batch.items():
-            created, changed = session.execute_write(queries.merge_nodes, tenant, key, rows)
-            undo.nodes_created[key] += created
-            undo.nodes_changed[key] += changed
-            result.nodes_created += len(created)
-            result.nodes += len(rows)
+                   result: RestoreResult, undo: RestoreUndo, sink: Sink | None) -> None:
+    counts = reader.manifest.counts
+    with tracked(f"restore {tenant} nodes", sink, total=counts.nodes, unit="nodes") as progress:
+        for node_batch in _node_batches(reader, batch_size):
+            for key, rows in node_batch.items():
+                created, changed = session.execute_write(queries.merge_nodes, tenant, key, rows)
+                undo.nodes_created[key] += created
+                undo.nodes_changed[key] += changed
+                result.nodes_created += len(created)
+                result.nodes += len(rows)
+                progress.advance(len(rows))
+    with tracked(f"restore {tenant} relationships", sink, total=counts.relationships,
+                 unit="relationships") as progress:
+        _write_relationships(session, tenant, reader, batch_size, result, undo, progress)
+
+
+def _write_relationships(session: Session, tenant: str, reader: BackupReader, batch_size: int,
+                         result: RestoreResult, undo: RestoreUndo, progress: Progress) -> None:
     for rel_batch in _relationship_batches(reader, batch_size):
         for (start_key, rel_type, end_key), rows in rel_batch.items():
             matched, created, changed = session.execute_write(
@@ -228,6 +241,7 @@ def _write_restore(session: Session, tenant: str, reader: BackupReader, batch_si
                                   "lost an end node while restoring (a concurrent delete?)")
             result.relationships += sum(len(row["props"]) for row in rows)
             result.relationships_created += len(created)
+            progress.advance(sum(len(row["props"]) for row in rows))
 
 
 def _roll_back(session: Session, tenant: str, undo: RestoreUndo, batch_size: int) -> None:
@@ -245,7 +259,7 @@ def _roll_back(session: Session, tenant: str, undo: RestoreUndo, batch_size: int
 
 
 def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str | None = None,
-                   batch_size: int = 500, holder: str | None = None) -> RestoreResult:
+                   batch_size: int = 500, holder: str | None = None, sink: Sink | None = None) -> RestoreResult:
     """Verify the backup completely (files, endpoints, counts), then MERGE its nodes and
     relationships back in batches (idempotent). All or nothing: if a write fails, what this
     restore created is deleted and what it changed is given back before the error is raised."""
@@ -255,7 +269,7 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
     undo = RestoreUndo()
     with neo4j.lease(tenant, holder, info="a restore"), neo4j.session() as session:
         try:
-            _write_restore(session, tenant, reader, batch_size, result, undo)
+            _write_restore(session, tenant, reader, batch_size, result, undo, sink)
         except BaseException as failure:
             try:
                 _roll_back(session, tenant, undo, batch_size)
@@ -285,7 +299,7 @@ def drop_tenant(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int,
 def _drop_held(neo4j: Neo4jResource, root: Path, tenant: str, keep_last: int, batch_size: int,
                page_size: int, holder: str, sink: Sink | None) -> DropResult:
     started = time.perf_counter()
-    backup = backup_tenant(neo4j, root, tenant, keep_last, page_size=page_size, holder=holder)
+    backup = backup_tenant(neo4j, root, tenant, keep_last, page_size=page_size, holder=holder, sink=sink)
     external = backup.manifest.counts.external_relationships
     if external:
         raise LifecycleError(
