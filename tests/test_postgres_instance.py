@@ -26,7 +26,6 @@ SAMPLE = ROOT / "data" / "sample" / "inbox"
 TENANTS = ["alice", "wang_lei", "sam"]
 TWICE = ["alice", "sam"]
 LINES_PER_FILE = 30
-IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +86,7 @@ def test_queued_tenants_on_postgres_run_one_at_a_time_per_tenant_and_all_succeed
         queue = [*tenants, *(f"{name}_{suffix}" for name in TWICE)]
         run_ids = [client.submit_job_execution(
             "tend_memory", repository_location_name="memtend", repository_name="__repository__",
-            run_config=IN_PROCESS, tags={"dagster/partition": tenant}) for tenant in queue]
+            tags={"dagster/partition": tenant}) for tenant in queue]
 
         deadline = time.monotonic() + 240
         while True:

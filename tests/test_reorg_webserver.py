@@ -5,7 +5,6 @@ Starts ``dagster-webserver`` and ``dagster-daemon`` from workspace.yaml and uses
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 import uuid
@@ -122,7 +121,8 @@ def test_assets_show_the_lineage_a_data_engineer_relies_on(server: DagsterServer
         assert nodes[name]["isPartitioned"]
         assert nodes[name]["partitionDefinition"] == {"name": "tenants", "type": "DYNAMIC"}
     checks = {check["name"] for check in nodes["summary_parents"]["assetChecksOrError"]["checks"]}
-    assert checks == {"parent_edges_acyclic", "parents_have_two_members", "one_parent_per_level"}
+    assert checks == {"parent_edges_acyclic", "parents_have_two_members", "one_parent_per_level",
+                      "no_archived_members", "no_near_duplicate_topics", "unplaced_memories_have_reasons"}
 
 
 def test_sensors_schedules_and_jobs_are_listed(server: DagsterServer):
@@ -159,7 +159,6 @@ def test_backfills_from_graphql_and_from_the_cli_reorganize_every_listed_tenant(
     launched = server.graphql(LAUNCH_BACKFILL, {"params": {
         "assetSelection": [{"path": [name]} for name in REORG_ASSETS],
         "partitionNames": ui_tenants,
-        "runConfigData": json.dumps({"execution": {"config": {"in_process": {}}}}),
         "title": "reorganize two tenants",
     }})["launchPartitionBackfill"]
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
