@@ -12,14 +12,16 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from dagster import ConfigurableResource
-import openai
-from openai import OpenAI
 from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from mem_resources.llm_answers import UnparsableAnswer, extract_json
+
+if TYPE_CHECKING:
+    import openai
+    from openai import OpenAI
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,8 @@ class OpenAIChatResource(ConfigurableResource):
                 usage: ChatUsage) -> str:
         """One completion's text; a refused response format is dropped for the rest of the run
         and the request sent again without it."""
+        import openai
+
         while True:
             response_format = self._format(schema)
             extra = {"response_format": response_format} if response_format else {}
@@ -173,21 +177,3 @@ class OpenAIChatResource(ConfigurableResource):
                     messages = [*messages[:2], {"role": "assistant", "content": content[:4000]},
                                 {"role": "user", "content": RETRY_PROMPT.format(error=failure)}]
         raise AssertionError("unreachable")
-
-    def complete_json(self, system: str, user: str, schema: type[T],
-                      client: OpenAI | None = None) -> tuple[T | None, ChatUsage]:
-        """One call, no second try (summaries: a rejected answer skips its cluster)."""
-        usage = ChatUsage()
-        content = ""
-        try:
-            content = self._create(client or self.client(), [
-                {"role": "system", "content": system}, {"role": "user", "content": user}],
-                schema, usage)
-            return schema.model_validate(extract_json(content)), usage
-        except (CallFailed, UnparsableAnswer, ValidationError) as exc:
-            usage.failures += 1
-            usage.failure_kinds[getattr(exc, "kind", "schema" if isinstance(exc, ValidationError)
-                                        else "unparsable")] += 1
-            log.warning("LLM answer rejected, not a valid %s: %s; answer was %.200r",
-                        schema.__name__, exc, content)
-            return None, usage

@@ -217,7 +217,7 @@ def test_unreadable_summaries_are_retried_once_then_given_up(answer):
         summary, usage = summarizer.summarize(["Booked a flight to Kyoto"], _draft(), "en")
         retry = fake.requests[-1][1]["messages"]
     assert summary is None
-    assert usage.calls == 2 and usage.failures == 2
+    assert usage.calls == 2 and usage.unparsable == 2 and usage.failures == 1
     assert [m["role"] for m in retry] == ["system", "user", "assistant", "user"]
     assert retry[2]["content"] == answer
 
@@ -229,7 +229,7 @@ def test_a_second_answer_is_used_when_the_first_is_unreadable():
         summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
         summary, usage = summarizer.summarize(["Booked a flight to Kyoto"], _draft(), "en")
     assert summary is not None and summary.key == "Travel"
-    assert usage.calls == 2 and usage.failures == 1
+    assert usage.calls == 2 and usage.unparsable == 1 and usage.failures == 0
 
 
 def test_member_texts_are_data_not_instructions():

@@ -10,8 +10,3 @@ SUMMARY_SYSTEM = (
     "5 short keywords) and \"background\" (one sentence on what the memories have in common). Write "
     "every field in {language}."
 )
-
-SUMMARY_RETRY = (
-    "That answer could not be read. Reply again with only the JSON object with the fields "
-    "\"key\", \"value\", \"tags\" and \"background\", and nothing else."
-)

@@ -10,16 +10,13 @@ draft instead (counted in the run's metadata).
 from __future__ import annotations
 
 import json
-import logging
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-import openai
 from dagster import ConfigurableResource
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from mem_assets.reorg.prompts import SUMMARY_RETRY, SUMMARY_SYSTEM
+from mem_assets.reorg.prompts import SUMMARY_SYSTEM
 from mem_resources.llm import ChatUsage, OpenAIChatResource
 
 
@@ -56,39 +53,18 @@ class ExtractiveSummarizer(SummarizerResource):
 
 
 _LANGUAGES = {"zh": "Chinese", "en": "English"}
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_DECODER = json.JSONDecoder()
-log = logging.getLogger(__name__)
-
-
-def parse_summary(content: str | None) -> TopicSummary | None:
-    """The first JSON object in a chat answer that is a valid summary: reasoning in ``<think>``,
-    code fences and prose around the object are skipped."""
-    text = _THINK.sub("", content or "")
-    for start in (match.start() for match in re.finditer(r"\{", text)):
-        try:
-            value, _ = _DECODER.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            try:
-                return TopicSummary.model_validate(value)
-            except ValidationError:
-                continue
-    return None
 
 
 class LLMSummarizer(SummarizerResource):
     """An OpenAI-compatible chat model writes the summary from the member texts.
 
     The texts go in as one JSON-encoded user message and the system prompt says they are data,
-    not instructions. At most ``1 + max_retries`` calls per topic.
+    not instructions. At most two calls per topic: an unreadable answer is asked for once more.
     """
 
     chat: OpenAIChatResource
     max_members: int = Field(default=40, ge=2, description="Member texts shown to the model.")
     max_chars_per_member: int = Field(default=400, ge=20)
-    max_retries: int = Field(default=1, ge=0, le=3, description="Calls after an unreadable answer.")
 
     def summarize(self, members: Sequence[str], draft: TopicSummary, language: str,
                   child_keys: Sequence[str] = ()) -> tuple[TopicSummary | None, ChatUsage]:
@@ -96,28 +72,5 @@ class LLMSummarizer(SummarizerResource):
         payload: dict[str, object] = {"memories": shown, "suggested_keywords": draft.tags}
         if child_keys:
             payload["sub_topics"] = list(child_keys)
-        messages = [{"role": "system", "content": SUMMARY_SYSTEM.format(language=_LANGUAGES.get(language, language))},
-                    {"role": "user", "content": json.dumps(payload, ensure_ascii=False)}]
-        usage = ChatUsage()
-        client = self.chat.client()
-        for attempt in range(1 + self.max_retries):
-            usage.calls += 1
-            try:
-                response = client.chat.completions.create(model=self.chat.model, temperature=self.chat.temperature,
-                                                          messages=messages)
-            except openai.OpenAIError as exc:
-                usage.failures += 1
-                log.warning("Summary call failed (%s): %s", type(exc).__name__, exc)
-                continue
-            if response.usage is not None:
-                usage.prompt_tokens += response.usage.prompt_tokens
-                usage.completion_tokens += response.usage.completion_tokens
-            content = response.choices[0].message.content if response.choices else None
-            summary = parse_summary(content)
-            if summary is not None:
-                return summary, usage
-            usage.failures += 1
-            log.warning("Summary answer %d unreadable: %.200r", attempt + 1, content)
-            messages = [*messages, {"role": "assistant", "content": content or ""},
-                        {"role": "user", "content": SUMMARY_RETRY}]
-        return None, usage
+        return self.chat.ask_json(SUMMARY_SYSTEM.format(language=_LANGUAGES.get(language, language)),
+                                  json.dumps(payload, ensure_ascii=False), TopicSummary)
