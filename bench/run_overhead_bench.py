@@ -66,7 +66,7 @@ def main() -> None:
 
     try:
         tenant = f"bench_overhead_{uuid.uuid4().hex[:8]}"
-        _setup(uri, tenant, args.nodes)
+        _setup(uri, tenant, args.nodes, 0)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             instance.add_dynamic_partitions("tenants", [tenant])
             started = time.perf_counter()
@@ -79,7 +79,7 @@ def main() -> None:
         print(f"  in-process (warm)   {in_process:6.1f} s")
         for executor in ("in_process", "multiprocess"):
             tenant = f"bench_overhead_{uuid.uuid4().hex[:8]}"
-            _setup(uri, tenant, args.nodes)
+            _setup(uri, tenant, args.nodes, 0)
             with dg.DagsterInstance.from_config(str(home)) as instance:
                 instance.add_dynamic_partitions("tenants", [tenant])
             try:

@@ -28,6 +28,7 @@ from mem_resources import memory_queries
 from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.progress import listening
 from mem_resources.run_liveness import fail_dead_runs, process_tags
 from mem_resources.settings import load_settings
 from mem_resources.tenants import InvalidTenant, validate_tenant
@@ -137,9 +138,14 @@ def tend(
         for tenant in chosen:
             progress.update(task, description=f"tending {tenant}")
             start = time.monotonic()
-            result = job.execute_in_process(partition_key=tenant, instance=instance,
-                                            raise_on_error=False, tags=process_tags(),
-                                            run_config=None if verbose else QUIET_LOGGING)
+
+            def show(line: str, tenant: str = tenant) -> None:
+                progress.update(task, description=f"tending {tenant} · {line}")
+
+            with listening(show):
+                result = job.execute_in_process(partition_key=tenant, instance=instance,
+                                                raise_on_error=False, tags=process_tags(),
+                                                run_config=None if verbose else QUIET_LOGGING)
             reports.append((tenant, result, time.monotonic() - start))
             if not result.success:
                 failed.append(tenant)

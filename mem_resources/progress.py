@@ -16,6 +16,19 @@ from dataclasses import dataclass, field
 
 Sink = Callable[[str], None]
 DEFAULT_INTERVAL_S = 10.0
+_listeners: list[Sink] = []
+
+
+@contextmanager
+def listening(listener: Sink) -> Iterator[None]:
+    """Every progress line emitted in this process while the block runs also goes to
+    ``listener``: how ``memtend tend`` shows a run's progress next to its bar (its runs execute
+    in the CLI's own process)."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
 
 
 def format_duration(seconds: float) -> str:
@@ -78,9 +91,14 @@ def tracked(label: str, sink: Sink | None, total: int | None = None, unit: str =
     stop = threading.Event()
     emitted = threading.Event()
 
+    def emit(line: str) -> None:
+        sink(line)
+        for listener in _listeners.copy():
+            listener(line)
+
     def heartbeat() -> None:
         while not stop.wait(interval_s):
-            sink(progress.line())
+            emit(progress.line())
             emitted.set()
 
     thread = threading.Thread(target=heartbeat, name=f"progress-{label}", daemon=True)
@@ -91,4 +109,4 @@ def tracked(label: str, sink: Sink | None, total: int | None = None, unit: str =
         stop.set()
         thread.join()
         if emitted.is_set():
-            sink(progress.line() + " (done)")
+            emit(progress.line() + " (done)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from mem_resources.progress import Progress, format_duration, tracked
+from mem_resources.progress import Progress, format_duration, listening, tracked
 
 
 class FakeClock:
@@ -59,3 +59,19 @@ def test_short_work_emits_nothing_and_no_sink_means_no_thread():
         assert threading.active_count() == threads
         progress.advance(5)
     assert progress.done == 5
+
+
+def test_a_listener_sees_the_lines_of_work_running_in_its_process_while_it_listens():
+    """How `memtend tend` puts a run's progress next to its bar."""
+    sunk: list[str] = []
+    heard: list[str] = []
+    with listening(heard.append), tracked("ingest t/a.jsonl", sunk.append, total=2, unit="lines",
+                                          interval_s=0.05) as progress:
+        progress.advance()
+        time.sleep(0.2)
+        progress.advance()
+    assert heard == sunk and heard[-1].endswith("(done)")
+    with tracked("ingest t/b.jsonl", sunk.append, total=1, unit="lines", interval_s=0.05) as progress:
+        time.sleep(0.2)
+        progress.advance()
+    assert len(sunk) > len(heard) and not any("b.jsonl" in line for line in heard)
