@@ -46,16 +46,19 @@ def pending_by_tenant(tx: ManagedTransaction) -> dict[str, list[str]]:
 
 
 def unchecked_nodes(tx: ManagedTransaction, tenant: str, limit: int) -> list[dict[str, Any]]:
-    """Oldest first; ``embedding`` is a float32 array, or None when the node has none."""
+    """Oldest first; ``embedding`` is a float32 array, or None when the node has none. Records
+    are not converted with ``Record.data()``: its per-element walk of the vectors cost ten times
+    the query."""
     result = tx.run(
         f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_UNCHECKED} "
         f"RETURN {_FIELDS}, n.embedding AS embedding "
         "ORDER BY coalesce(n.updated_at, n.created_at), n.id LIMIT $limit",
         tenant=tenant, working=WORKING, limit=limit,
     )
+    keys = result.keys()
     rows = []
-    for record in result:
-        row = record.data()
+    for values in result:
+        row = dict(zip(keys, values, strict=True))
         if row["embedding"] is not None:
             row["embedding"] = np.asarray(row["embedding"], dtype=np.float32)
         rows.append(row)
