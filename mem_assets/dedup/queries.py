@@ -178,14 +178,17 @@ def store_judgments(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str
     ).consume()
 
 
-def lock_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> None:
-    """Write-lock these nodes (in id order) until the transaction ends, so that what is read
-    next is the committed state and no other resolution changes it before this one commits."""
-    tx.run(
+def lock_and_read(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Write-lock these nodes (in id order) until the transaction ends and read them as
+    ``read_nodes`` does, in one round trip: each node is read after its lock is taken, so what is
+    read is the committed state, and no other resolution changes it before this one commits."""
+    result = tx.run(
         f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
-        "SET n.dedup_lock = true REMOVE n.dedup_lock",
+        "SET n.dedup_lock = true REMOVE n.dedup_lock "
+        "RETURN n.id AS id, n {.*, embedding: null} AS props",
         tenant=tenant, ids=sorted(ids),
-    ).consume()
+    )
+    return {record["id"]: record["props"] for record in result}
 
 
 def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
