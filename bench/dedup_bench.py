@@ -2,18 +2,22 @@
 
 1. Quality on tests/data/labeled_pairs.jsonl: the offline judge's precision and recall per label,
    and the hashing embedder's threshold calibration (candidate recall vs threshold).
-2. Scale: 10k new items against N existing ones (N = 10k and 100k) in one tenant, offline embedder
-   and judge, through the real assets: candidate search (numpy matrix product vs the Neo4j vector
-   index), judging and merging wall time, pairs, merges, peak RSS.
+2. Scale: M new items against N existing ones in one tenant, the configured embedder
+   (``MEMTEND_EMBEDDER``, default the offline WordLlama) and the offline judge, through the real
+   assets: candidate search, judging and merging wall time, pairs, merges, peak RSS. Each stage
+   prints the 1-minute load before and after it; candidate search also its ratio to a bare
+   float32 matrix product of the same shape (new x active x dimension) timed in the same run.
+   ``--vector-index`` also times the Neo4j vector-index search on a 1k sample.
 
-    python bench/dedup_bench.py [--existing 10000 100000] [--new 10000]
+Defaults fit a busy 2-core machine; the issue's scales are ``--existing 10000 100000 --new 10000``.
+
+    python bench/dedup_bench.py [--existing 10000] [--new 2000] [--vector-index] [--no-quality]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import sys
@@ -24,6 +28,7 @@ from pathlib import Path
 
 import dagster as dg
 import numpy as np
+from measure import Measured, matmul_seconds, measured
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,7 +36,8 @@ from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_jud
 from mem_assets.dedup.candidates import HASHING_THRESHOLD  # noqa: E402
 from mem_assets.dedup.judges import OfflineJudge  # noqa: E402
 from mem_assets.dedup.offline_judge import judge  # noqa: E402
-from mem_resources.embedder import HashingEmbedder, hashing_embed  # noqa: E402
+from mem_assets.resources import build_embedder  # noqa: E402
+from mem_resources.embedder import EmbedderResource, hashing_embed  # noqa: E402
 from mem_resources.local_neo4j import ensure_neo4j_uri  # noqa: E402
 from mem_resources.settings import load_settings  # noqa: E402
 from mem_resources.memory_model import payload_hash  # noqa: E402
@@ -124,8 +130,8 @@ def friend_name(i: int) -> tuple[str, str]:
     return en, ZH_SURNAMES[i % 20] + ZH_GIVEN[(i // 20) % 20]
 
 
-def write_nodes(neo4j: Neo4jResource, texts: list[str], start: datetime, checked: bool) -> None:
-    embedder = HashingEmbedder(dimension=neo4j.embedding_dimension)
+def write_nodes(neo4j: Neo4jResource, embedder: EmbedderResource, texts: list[str], start: datetime,
+                checked: bool) -> None:
     for lo in range(0, len(texts), 2000):
         chunk = texts[lo:lo + 2000]
         vectors = embedder.embed(chunk)
@@ -161,7 +167,8 @@ def reset_marks(neo4j: Neo4jResource, ids: list[str]) -> None:
                     ids=ids, t=TENANT).consume()
 
 
-def scale(neo4j: Neo4jResource, existing: int, new: int) -> dict[str, float]:
+def scale(neo4j: Neo4jResource, embedder: EmbedderResource, existing: int, new: int,
+          vector_index: bool) -> dict[str, float]:
     rng = random.Random(existing)
     clear_tenant(neo4j)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -179,8 +186,8 @@ def scale(neo4j: Neo4jResource, existing: int, new: int) -> dict[str, float]:
     old_texts = list(dict.fromkeys(old_texts))
     new_texts = [t for t in dict.fromkeys(new_texts) if t not in set(old_texts)]
     started = time.perf_counter()
-    write_nodes(neo4j, old_texts, t0, checked=True)
-    write_nodes(neo4j, new_texts, t0 + timedelta(days=30), checked=False)
+    write_nodes(neo4j, embedder, old_texts, t0, checked=True)
+    write_nodes(neo4j, embedder, new_texts, t0 + timedelta(days=30), checked=False)
     with neo4j.session() as session:
         session.run("CALL db.awaitIndexes(600)").consume()
         new_ids = [r["id"] for r in session.run(
@@ -188,33 +195,40 @@ def scale(neo4j: Neo4jResource, existing: int, new: int) -> dict[str, float]:
     setup_s = time.perf_counter() - started
 
     figures: dict[str, float] = {"existing": len(old_texts), "new": len(new_texts), "setup_s": setup_s}
+    stages: dict[str, Measured] = {}
     with tempfile.TemporaryDirectory() as tmp, dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("tenants", [TENANT])
-        resources = {"neo4j": neo4j, "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
+        resources = {"neo4j": neo4j, "embedder": embedder,
                      "judge": OfflineJudge(), "io_manager": dg.FilesystemIOManager(base_dir=tmp)}
         assets = [dedup_candidates, relation_judgments, merged_nodes]
 
         def stage(asset: dg.AssetsDefinition, run_config: dict | None = None,
                   label: str = "") -> tuple[float, dict]:
-            begin, cpu = time.perf_counter(), time.process_time()
-            result = dg.materialize(assets, selection=[asset], partition_key=TENANT, instance=instance,
-                                    resources=resources, run_config=run_config or {})
-            elapsed = time.perf_counter() - begin
-            figures[f"{label or asset.key.to_user_string()}_python_cpu_s"] = time.process_time() - cpu
+            name = label or asset.key.to_user_string()
+            cpu = time.process_time()
+            with measured() as figure:
+                result = dg.materialize(assets, selection=[asset], partition_key=TENANT, instance=instance,
+                                        resources=resources, run_config=run_config or {})
+            figures[f"{name}_python_cpu_s"] = time.process_time() - cpu
+            stages[name] = figure
             [event] = result.get_asset_materialization_events()
-            return elapsed, {k: v.value for k, v in event.materialization.metadata.items()}
+            return figure.seconds, {k: v.value for k, v in event.materialization.metadata.items()}
 
-        sample = min(VECTOR_INDEX_SAMPLE, len(new_ids))
-        cfg = {"ops": {"dedup_candidates": {"config": {"search": "vector_index",
-                                                       "max_nodes_per_run": sample}}}}
-        elapsed, meta_index = stage(dedup_candidates, cfg, "candidates_vector_index")
-        figures["candidates_vector_index_sample"] = sample
-        figures["candidates_vector_index_sample_s"] = elapsed
-        figures["candidates_vector_index_s (extrapolated)"] = elapsed * len(new_ids) / sample
-        reset_marks(neo4j, new_ids)
+        if vector_index:
+            sample = min(VECTOR_INDEX_SAMPLE, len(new_ids))
+            cfg = {"ops": {"dedup_candidates": {"config": {"search": "vector_index",
+                                                           "max_nodes_per_run": sample}}}}
+            elapsed, meta_index = stage(dedup_candidates, cfg, "candidates_vector_index")
+            figures["candidates_vector_index_sample"] = sample
+            figures["candidates_vector_index_sample_s"] = elapsed
+            figures["candidates_vector_index_s (extrapolated)"] = elapsed * len(new_ids) / sample
+            figures["pairs_vector_index (sample)"] = meta_index["pairs"]
+            reset_marks(neo4j, new_ids)
         figures["candidates_numpy_s"], meta = stage(dedup_candidates)
+        stages["candidates_numpy"] = stages.pop("dedup_candidates")
+        stages["candidates_numpy"].baseline_s = matmul_seconds(
+            len(new_ids), int(meta["active_nodes_searched"]), embedder.dimension)
         figures["pairs"] = meta["pairs"]
-        figures["pairs_vector_index (sample)"] = meta_index["pairs"]
         figures["judging_s"], meta = stage(relation_judgments)
         figures["redundant"], figures["contradictory"] = meta["redundant"], meta["contradictory"]
         figures["merging_s"], meta = stage(merged_nodes)
@@ -222,23 +236,32 @@ def scale(neo4j: Neo4jResource, existing: int, new: int) -> dict[str, float]:
         figures["edges_moved"] = meta["edges_moved"]
     figures["pipeline_numpy_s"] = figures["candidates_numpy_s"] + figures["judging_s"] + figures["merging_s"]
     figures["peak_rss_mb"] = peak_rss_mb()
-    figures["load_average_1min"] = os.getloadavg()[0]
+    figures["stages"] = stages
     clear_tenant(neo4j)
     return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--existing", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--new", type=int, default=10_000)
+    parser.add_argument("--existing", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--new", type=int, default=2_000)
+    parser.add_argument("--vector-index", action="store_true",
+                        help="also time the vector-index candidate search on a 1k sample")
+    parser.add_argument("--no-quality", action="store_true", help="skip the labeled-pairs section")
     args = parser.parse_args()
-    quality()
-    neo4j = Neo4jResource(uri=ensure_neo4j_uri(load_settings()))
+    if not args.no_quality:
+        quality()
+    settings = load_settings()
+    neo4j = Neo4jResource(uri=ensure_neo4j_uri(settings), embedding_dimension=settings.dimension)
+    embedder = build_embedder(settings, in_dagster=False)
     results = {}
     for existing in args.existing:
-        figures = scale(neo4j, existing, args.new)
+        figures = scale(neo4j, embedder, existing, args.new, args.vector_index)
         results[existing] = figures
-        print(f"## {figures['new']:.0f} new vs {figures['existing']:.0f} existing (one tenant, offline)")
+        print(f"## {figures['new']:.0f} new vs {figures['existing']:.0f} existing (one tenant, "
+              f"{type(embedder).__name__} {embedder.dimension} dims, offline judge)")
+        for name, figure in figures.pop("stages").items():
+            print(f"  {figure.line(name)}")
         for key, value in figures.items():
             print(f"  {key}: {value:.2f}" if isinstance(value, float) else f"  {key}: {value}")
         sys.stdout.flush()
@@ -246,12 +269,14 @@ def main() -> None:
         small, large = results[min(results)], results[max(results)]
         growth = {k: large[k] / small[k] for k in
                   ("candidates_numpy_s", "candidates_vector_index_sample_s", "judging_s", "merging_s",
-                   "pipeline_numpy_s") if small[k]}
+                   "pipeline_numpy_s") if small.get(k)}
         print(f"## Growth from {min(results)} to {max(results)} existing (x{max(results) / min(results):.0f} data)")
         for key, ratio in growth.items():
             print(f"  {key}: x{ratio:.2f}")
-        faster = "numpy" if large["candidates_numpy_s"] <= large["candidates_vector_index_s (extrapolated)"] else "vector_index"
-        print(f"faster candidate search at {max(results)} existing: {faster}")
+        if args.vector_index:
+            faster = "numpy" if large["candidates_numpy_s"] <= large["candidates_vector_index_s (extrapolated)"] \
+                else "vector_index"
+            print(f"faster candidate search at {max(results)} existing: {faster}")
     neo4j.close()
 
 

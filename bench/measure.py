@@ -1,9 +1,16 @@
-"""Shared by the benchmarks: peak-RSS sampling and removal of a benchmark's own tenants."""
+"""Shared by the benchmarks: peak-RSS sampling, removal of a benchmark's own tenants, and
+same-run baselines with the machine load, so a figure from a busy machine can be judged."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
+import numpy as np
 import psutil
 
 from mem_resources.neo4j_resource import Neo4jResource
@@ -38,3 +45,66 @@ def drop_bench_tenant(neo4j: Neo4jResource, tenant: str) -> None:
     with neo4j.session() as session:
         session.run("MATCH (n {user_name: $tenant}) CALL (n) { DETACH DELETE n } "
                     "IN TRANSACTIONS OF 10000 ROWS", tenant=tenant).consume()
+
+
+@dataclass
+class Measured:
+    """Wall seconds of one phase, the 1-minute load average before and after it, and the
+    seconds of a same-run baseline doing the bare version of the same work: on a busy machine
+    the ratio holds where the seconds do not."""
+
+    seconds: float = 0.0
+    load_before: float = 0.0
+    load_after: float = 0.0
+    baseline_s: float | None = None
+
+    @property
+    def vs_baseline(self) -> float | None:
+        """Baseline seconds over phase seconds: 1.0 is as fast as the bare work, 0.5 twice as slow."""
+        return self.baseline_s / self.seconds if self.baseline_s and self.seconds else None
+
+    def line(self, label: str) -> str:
+        ratio = f"{self.vs_baseline:.2f}x baseline ({self.baseline_s:.2f} s)" \
+            if self.vs_baseline is not None else "no baseline"
+        return (f"{label}: {self.seconds:.2f} s, {ratio}, "
+                f"load {self.load_before:.1f} -> {self.load_after:.1f}")
+
+
+@contextmanager
+def measured() -> Iterator[Measured]:
+    """Time the block and note the machine's load around it; set ``baseline_s`` after."""
+    figure = Measured(load_before=os.getloadavg()[0])
+    start = time.perf_counter()
+    try:
+        yield figure
+    finally:
+        figure.seconds = time.perf_counter() - start
+        figure.load_after = os.getloadavg()[0]
+
+
+def matmul_seconds(rows: int, columns: int, dimension: int, block: int = 256) -> float:
+    """A bare float32 product of (rows x dimension) by (dimension x columns), in row blocks as
+    the candidate search does it: the floor for an exact nearest-neighbour search of that shape."""
+    rng = np.random.default_rng(0)
+    left = rng.standard_normal((min(rows, block), dimension), dtype=np.float32)
+    right = rng.standard_normal((columns, dimension), dtype=np.float32)
+    start = time.perf_counter()
+    for lo in range(0, rows, block):
+        scores = left[:min(block, rows - lo)] @ right.T
+        del scores
+    return time.perf_counter() - start
+
+
+def raw_create_seconds(neo4j: Neo4jResource, rows: list[dict], batch_size: int = 2000,
+                       statement: str = "UNWIND $rows AS row CREATE (m:Node:MemoryItem) SET m = row",
+                       **parameters: object) -> float:
+    """Only the writes of ``rows`` through a bare ``UNWIND … CREATE`` (one transaction per batch)
+    under the live schema: the database's floor for writing those rows."""
+    elapsed = 0.0
+    with neo4j.session() as session:
+        for lo in range(0, len(rows), batch_size):
+            batch = rows[lo:lo + batch_size]
+            start = time.perf_counter()
+            session.execute_write(lambda tx, b=batch: tx.run(statement, rows=b, **parameters).consume())
+            elapsed += time.perf_counter() - start
+    return elapsed

@@ -22,9 +22,17 @@ def live_memory(var: str) -> str:
             f"AND coalesce({var}.type, 'fact') <> 'topic'")
 
 
+def by_id(var: str) -> str:
+    """Index hint for a MemoryItem matched on (tenant, id). Without it a plan cached while the
+    tenant was small may seek the tenant index and filter on id, which costs a scan of the
+    tenant per id once it has grown (multi-second existence checks at 20k items)."""
+    return f"USING INDEX {var}:MemoryItem(user_name, id)"
+
+
 def existing_ids(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> set[str]:
     result = tx.run(
-        "UNWIND $ids AS id MATCH (m:MemoryItem {user_name: $tenant, id: id}) RETURN m.id AS id",
+        f"UNWIND $ids AS id MATCH (m:MemoryItem {{user_name: $tenant, id: id}}) {by_id('m')} "
+        "RETURN m.id AS id",
         tenant=tenant, ids=list(ids),
     )
     return {record["id"] for record in result}
@@ -79,7 +87,7 @@ def trim_working_memory(tx: ManagedTransaction, tenant: str, capacity: int, now:
 
 def read_memories(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> list[MemoryItem]:
     result = tx.run(
-        "UNWIND $ids AS id MATCH (m:MemoryItem {user_name: $tenant, id: id}) "
+        f"UNWIND $ids AS id MATCH (m:MemoryItem {{user_name: $tenant, id: id}}) {by_id('m')} "
         "RETURN properties(m) AS props",
         tenant=tenant, ids=list(ids),
     )
@@ -191,7 +199,7 @@ def memory_text_page(tx: ManagedTransaction, tenant: str, after: str, size: int)
 def set_memory_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> int:
     """Replace embeddings in place (``rows``: id, embedding); nothing else on the node changes."""
     record = tx.run(
-        "UNWIND $rows AS row MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) "
+        f"UNWIND $rows AS row MATCH (m:MemoryItem {{user_name: $tenant, id: row.id}}) {by_id('m')} "
         "SET m.embedding = row.embedding RETURN count(m) AS n",
         tenant=tenant, rows=list(rows),
     ).single()

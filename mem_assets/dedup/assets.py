@@ -119,6 +119,9 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
 
 
 JUDGE_FAILURES_CHECK = "judge_failures"
+#: One log line names this many unresolved contradictions: a line per item (each an event-log
+#: write) cost more than the whole merge at 2k new items.
+UNRESOLVED_LOGGED = 5
 
 
 def _per_new_node(calls: int, new_nodes: int) -> float:
@@ -238,8 +241,10 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
                          "earlier in this run); their nodes stay unchecked for the next run")
     for group in plan.failed:
         context.log.warning(f"Resolver failed for {list(group)}: left as they are, unchecked.")
-    for item in plan.unresolved:
-        context.log.info(f"Unresolved contradiction {list(item.ids)}: {item.reason}")
+    if plan.unresolved:
+        shown = "; ".join(f"{list(item.ids)}: {item.reason}" for item in plan.unresolved[:UNRESOLVED_LOGGED])
+        context.log.info(f"{len(plan.unresolved)} unresolved contradictions left as they are; "
+                         f"first {min(len(plan.unresolved), UNRESOLVED_LOGGED)}: {shown}")
     result = pd.DataFrame(rows, columns=["action", "sources", "result", "text", "status",
                                          "edges_moved", "archived", "twins_archived"])
     applied = result[result["status"] == "applied"]

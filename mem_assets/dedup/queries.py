@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
-from mem_resources.memory_queries import live_memory
+from mem_resources.memory_queries import by_id, live_memory
 from mem_resources.schema import VECTOR_INDEX
 
 WORKING = "WorkingMemory"
@@ -46,16 +46,19 @@ def pending_by_tenant(tx: ManagedTransaction) -> dict[str, list[str]]:
 
 
 def unchecked_nodes(tx: ManagedTransaction, tenant: str, limit: int) -> list[dict[str, Any]]:
-    """Oldest first; ``embedding`` is a float32 array, or None when the node has none."""
+    """Oldest first; ``embedding`` is a float32 array, or None when the node has none. Records
+    are not converted with ``Record.data()``: its per-element walk of the vectors cost ten times
+    the query."""
     result = tx.run(
         f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_UNCHECKED} "
         f"RETURN {_FIELDS}, n.embedding AS embedding "
         "ORDER BY coalesce(n.updated_at, n.created_at), n.id LIMIT $limit",
         tenant=tenant, working=WORKING, limit=limit,
     )
+    keys = result.keys()
     rows = []
-    for record in result:
-        row = record.data()
+    for values in result:
+        row = dict(zip(keys, values, strict=True))
         if row["embedding"] is not None:
             row["embedding"] = np.asarray(row["embedding"], dtype=np.float32)
         rows.append(row)
@@ -97,7 +100,7 @@ def indexed_node_count(tx: ManagedTransaction) -> int:
 
 def node_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, str]:
     result = tx.run(
-        "UNWIND $ids AS id MATCH (n:MemoryItem {user_name: $tenant, id: id}) "
+        f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
         "RETURN n.id AS id, coalesce(n.memory, n.data, '') AS memory",
         tenant=tenant, ids=list(ids),
     )
@@ -107,7 +110,7 @@ def node_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
 def set_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
     """Store embeddings computed for nodes that arrived without one (``rows``: id, embedding)."""
     tx.run(
-        "UNWIND $rows AS row MATCH (n:MemoryItem {user_name: $tenant, id: row.id}) "
+        f"UNWIND $rows AS row MATCH (n:MemoryItem {{user_name: $tenant, id: row.id}}) {by_id('n')} "
         "SET n.embedding = row.embedding",
         tenant=tenant, rows=list(rows),
     ).consume()
@@ -145,9 +148,9 @@ def mark_checked(tx: ManagedTransaction, tenant: str, ids: Sequence[str], seen_a
     """Stamp nodes as compared. ``seen_at`` is when their state was read: a later update by
     another writer moves ``updated_at`` past the stamp and they become unchecked again."""
     record = tx.run(
-        """
+        f"""
         UNWIND $ids AS id
-        MATCH (n:MemoryItem {user_name: $tenant, id: id})
+        MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')}
         SET n.dedup_checked_at = CASE WHEN coalesce(n.updated_at, n.created_at) > $now
                                       THEN coalesce(n.updated_at, n.created_at) ELSE $seen_at END
         RETURN count(n) AS marked
@@ -175,20 +178,23 @@ def store_judgments(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str
     ).consume()
 
 
-def lock_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> None:
-    """Write-lock these nodes (in id order) until the transaction ends, so that what is read
-    next is the committed state and no other resolution changes it before this one commits."""
-    tx.run(
-        "UNWIND $ids AS id MATCH (n:MemoryItem {user_name: $tenant, id: id}) "
-        "SET n.dedup_lock = true REMOVE n.dedup_lock",
+def lock_and_read(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Write-lock these nodes (in id order) until the transaction ends and read them as
+    ``read_nodes`` does, in one round trip: each node is read after its lock is taken, so what is
+    read is the committed state, and no other resolution changes it before this one commits."""
+    result = tx.run(
+        f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
+        "SET n.dedup_lock = true REMOVE n.dedup_lock "
+        "RETURN n.id AS id, n {.*, embedding: null} AS props",
         tenant=tenant, ids=sorted(ids),
-    ).consume()
+    )
+    return {record["id"]: record["props"] for record in result}
 
 
 def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Properties by id, without the embedding (resolutions recompute it; it is the bulk)."""
     result = tx.run(
-        "UNWIND $ids AS id MATCH (n:MemoryItem {user_name: $tenant, id: id}) "
+        f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
         "RETURN n.id AS id, n {.*, embedding: null} AS props",
         tenant=tenant, ids=list(ids),
     )
@@ -199,8 +205,8 @@ def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
 #: ``survivor`` is the variable of the node they archive into.
 _ARCHIVE_TWINS = """
     UNWIND $ids AS id
-    MATCH (s:MemoryItem {{user_name: $tenant, id: id}})
-    MATCH (w:MemoryItem {{user_name: $tenant, id: s.working_binding}})
+    MATCH (s:MemoryItem {{user_name: $tenant, id: id}}) USING INDEX s:MemoryItem(user_name, id)
+    MATCH (w:MemoryItem {{user_name: $tenant, id: s.working_binding}}) USING INDEX w:MemoryItem(user_name, id)
     WHERE w.memory_type = $working AND coalesce(w.status, 'activated') = 'activated'
     SET w.status = 'archived', w.archived_reason = $reason, w.archived_at = $now,
         w.evolve_to = [{survivor}.id]
@@ -211,7 +217,7 @@ _ARCHIVE_TWINS = """
 #: ``$first``; an edge is dropped instead when the survivor already has a parent of that level.
 _MOVE_PARENTS = """
     UNWIND $ids AS id
-    MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r:PARENT]-(p)
+    MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r:PARENT]-(p) USING INDEX s:MemoryItem(user_name, id)
     WITH {survivor}, s, r, p ORDER BY CASE WHEN s.id = $first THEN 0 ELSE 1 END, s.id, p.id
     CALL ({survivor}, r, p) {{
         WITH {survivor}, r, p
@@ -239,14 +245,14 @@ def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: 
     keeps an archived member."""
     record = tx.run(
         f"""
-        MATCH (t:MemoryItem {{user_name: $tenant, id: $template}})
+        MATCH (t:MemoryItem {{user_name: $tenant, id: $template}}) {by_id('t')}
         CREATE (m:Node:MemoryItem)
         SET m = t {{.*, id: $merged, dedup_checked_at: null, archived_reason: null, archived_at: null}}
         SET m += $props
         WITH m
         CALL (m) {{
             UNWIND $ids AS id
-            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})-[r]->(o)
+            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})-[r]->(o) {by_id('s')}
             WHERE NOT type(r) IN $lineage AND o <> m
               AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
             MERGE (m)-[c:$(type(r))]->(o)
@@ -256,7 +262,7 @@ def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: 
         }}
         CALL (m) {{
             UNWIND $ids AS id
-            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r]-(o)
+            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r]-(o) {by_id('s')}
             WHERE NOT type(r) IN $lineage AND type(r) <> 'PARENT' AND o <> m
               AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
             MERGE (o)-[c:$(type(r))]->(m)
@@ -272,7 +278,7 @@ def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: 
         }}
         CALL (m) {{
             UNWIND $ids AS id
-            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})
+            MATCH (s:MemoryItem {{user_name: $tenant, id: id}}) {by_id('s')}
             SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = $now,
                 s.evolve_to = [m.id]
             CREATE (s)-[:MERGED_TO {{update_type: $update_type, reason: $why, created_at: $now}}]->(m)
@@ -296,7 +302,7 @@ def supersede(tx: ManagedTransaction, tenant: str, older: str, newer: str,
     record = tx.run(
         f"""
         MATCH (o:MemoryItem {{user_name: $tenant, id: $older}}),
-              (n:MemoryItem {{user_name: $tenant, id: $newer}})
+              (n:MemoryItem {{user_name: $tenant, id: $newer}}) {by_id('o')} {by_id('n')}
         SET o.status = 'archived', o.archived_reason = $reason, o.archived_at = $now,
             o.evolve_to = [$newer]
         SET n += $props

@@ -33,8 +33,7 @@ def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding:
     """Create the merged node, move edges, archive sources; skip unless every source is active.
     The sources are locked before their status is read: a concurrent resolution of the same
     nodes waits, then finds them archived."""
-    queries.lock_nodes(tx, tenant, [*plan.sources, plan.merged_id])
-    found = queries.read_nodes(tx, tenant, [*plan.sources, plan.merged_id])
+    found = queries.lock_and_read(tx, tenant, [*plan.sources, plan.merged_id])
     if plan.merged_id in found:
         return {"status": "already merged"}
     sources = [item_from_properties(tenant, found[s], now) for s in plan.sources if s in found]
@@ -55,8 +54,7 @@ def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding:
 def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, now: datetime) -> dict:
     """Archive the older node (and its working twin) behind a SUPERSEDED_BY edge; the newer gains
     its history and takes its topic edges. Both are locked before their status is read."""
-    queries.lock_nodes(tx, tenant, [plan.older, plan.newer])
-    found = queries.read_nodes(tx, tenant, [plan.older, plan.newer])
+    found = queries.lock_and_read(tx, tenant, [plan.older, plan.newer])
     if len(found) != 2:
         return {"status": "skipped: a node is gone"}
     older = item_from_properties(tenant, found[plan.older], now)

@@ -51,5 +51,7 @@ def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j:
                               "(seed §3.2 dual write), so nodes_created is up to twice new.",
         "working_memory_archived": report.working_trimmed,
         "rejections_by_kind": dict(report.rejection_kinds),
+        "slowest_existence_check_s": round(report.slowest_check_s, 3),
+        "slowest_write_s": round(report.slowest_write_s, 3),
         "preview": preview_table(report.preview, ["id", "memory_type", "memory"]),
     })

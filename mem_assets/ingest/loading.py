@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,8 @@ class IngestReport:
     working_trimmed: int = 0
     rejection_kinds: Counter[str] = field(default_factory=Counter)
     preview: list[dict[str, str]] = field(default_factory=list)
+    slowest_check_s: float = 0.0
+    slowest_write_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class PreparedChunk:
     planned_ids: frozenset[str]
     fresh: list[PlannedMemory]
     nodes: list[MemoryItem]
+    check_s: float
 
 
 def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: str, file_name: str,
@@ -59,14 +63,16 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
     parsed = [entry for entry in chunk if isinstance(entry, ParsedLine)]
     accepted = [entry.item for entry in parsed]
     planned = plan(tenant, accepted, [arrival(now, file_name, entry.line) for entry in parsed])
+    started = time.perf_counter()
     with neo4j.session() as session:
         present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
+    check_s = time.perf_counter() - started
     fresh = [p for p in planned if p.node_id not in present and p.node_id not in in_flight]
     vectors = embedder.embed([p.item.memory for p in fresh])
     return PreparedChunk(
         rejections=[entry for entry in chunk if isinstance(entry, Rejection)],
         accepted=len(accepted), planned_ids=frozenset(p.node_id for p in planned), fresh=fresh,
-        nodes=build_nodes(tenant, fresh, vectors, now),
+        nodes=build_nodes(tenant, fresh, vectors, now), check_s=check_s,
     )
 
 
@@ -101,14 +107,17 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
                 report.rejected += len(chunk.rejections)
                 report.rejection_kinds.update(r.kind for r in chunk.rejections)
             report.accepted += chunk.accepted
+            report.slowest_check_s = max(report.slowest_check_s, chunk.check_s)
             report.already_present += chunk.accepted - len(chunk.fresh)
             lines_done = chunk.accepted + len(chunk.rejections)
             if not chunk.fresh:
                 progress.advance(lines_done)
                 continue
+            started = time.perf_counter()
             with neo4j.session() as session:
                 created, trimmed = session.execute_write(
                     _write_and_trim, tenant, chunk.nodes, working_memory_capacity, now)
+            report.slowest_write_s = max(report.slowest_write_s, time.perf_counter() - started)
             report.nodes_created += created
             report.working_trimmed += trimmed
             report.new += len(chunk.fresh)
