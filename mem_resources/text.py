@@ -9,10 +9,13 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 
-import jieba
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+    import jieba
 
 jieba.setLogLevel(logging.WARNING)
 
