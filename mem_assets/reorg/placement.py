@@ -306,13 +306,7 @@ class _Cycle:
                                                                   self.params.min_cluster_size,
                                                                   self.params.seed))]
         if target is not None and self.topics[target].level == 1:
-            root = self.topics[target]
-            old_ids = list(root.children)
-            old_raw = self.member_vectors(old_ids).astype(np.float32)
-            root.level = 2
-            root.children = []
-            self.plan.promoted.add(target)
-            self._new_leaf(old_ids, old_raw, target)
+            self._promote(target)
         elif target is None:
             if len(leaves) == 1:
                 self._place_new_leaf(leaves[0], None, lang)
@@ -352,15 +346,21 @@ class _Cycle:
             keep, gone = sorted((first, second), key=lambda t: (-t.member_count, t.id))
             self._absorb(keep.id, gone.id)
 
+    def _promote(self, key: str) -> None:
+        """A leaf topic becomes a theme (level 2) over a new leaf holding its members, so that
+        other groups can join it as sibling sub-topics."""
+        topic = self.topics[key]
+        members = list(topic.children)
+        raw = self.member_vectors(members).astype(np.float32)
+        topic.level = 2
+        topic.children = []
+        self.plan.promoted.add(key)
+        self._new_leaf(members, raw, key)
+
     def _absorb(self, keep: str, gone: str) -> None:
         target, other = self.topics[keep], self.topics[gone]
         if target.level == 1:
-            old_ids = list(target.children)
-            raw = self.member_vectors(old_ids).astype(np.float32)
-            target.level = 2
-            target.children = []
-            self.plan.promoted.add(keep)
-            self._new_leaf(old_ids, raw, keep)
+            self._promote(keep)
         children = [gone] if other.level == 1 else list(other.children)
         for child in children:
             self.topics[child].parent = keep
