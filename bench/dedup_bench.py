@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments  # noqa: E402
 from mem_assets.dedup.candidates import HASHING_THRESHOLD  # noqa: E402
 from mem_assets.dedup.judges import OfflineJudge  # noqa: E402
-from mem_assets.dedup.offline_judge import judge  # noqa: E402
+from mem_assets.dedup.judge_model import predict  # noqa: E402
 from mem_assets.resources import build_embedder  # noqa: E402
 from mem_resources.embedder import EmbedderResource, hashing_embed  # noqa: E402
 from mem_resources.local_neo4j import ensure_neo4j_uri  # noqa: E402
@@ -56,8 +56,8 @@ def peak_rss_mb() -> float:
 
 def quality() -> None:
     rows = [json.loads(line) for line in LABELED.read_text("utf-8").splitlines()]
-    predicted = [judge(r["a"], r["b"])[0] for r in rows]
-    print(f"## Offline judge on {len(rows)} labeled pairs "
+    predicted = [label for label, _ in predict([(r["a"], r["b"]) for r in rows])]
+    print(f"## Offline judge (the shipped model) on {len(rows)} labeled pairs "
           f"({sum(r['lang'] == 'zh' for r in rows)} zh, {sum(r['lang'] == 'en' for r in rows)} en)")
     print("| label | precision | recall | support |\n|---|---|---|---|")
     for label in LABELS:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from mem_assets.dedup import offline_judge
+from mem_assets.dedup.informativeness import informativeness
 from mem_assets.dedup.judge_requests import (
     GroupVerdict,
     JudgeRequest,
@@ -115,7 +115,7 @@ class OfflineJudge(JudgeResource):
              dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
         if label == "contradictory":
             return Fusion(None, "offline judge never reconciles a contradiction"), ChatUsage()
-        best = max(texts, key=offline_judge.informativeness)
+        best = max(texts, key=informativeness)
         return Fusion(best, "kept the most informative text"), ChatUsage()
 
 
@@ -186,7 +186,7 @@ class OpenAIJudge(JudgeResource):
             log.warning("Resolver gave no valid answer for %d memories: left unresolved", len(texts))
             return Fusion(None, "resolver failed: no valid answer", failed=True), usage
         merged = (answer.merged or "").strip()
-        best = max(texts, key=offline_judge.informativeness)
+        best = max(texts, key=informativeness)
         if answer.reconcilable and merged:
             missing = unsupported_words(merged, texts)
             if not missing:
