@@ -94,7 +94,7 @@ def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> in
     record = tx.run(
         """
         UNWIND $ids AS id
-        MATCH (m:MemoryItem {user_name: $tenant, id: id})
+        MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
         SET m.reorg_deferred_at = coalesce(m.reorg_deferred_at, datetime())
         REMOVE m.reorg_set_aside_at, m.reorg_set_aside_reason
         RETURN count(m) AS marked
@@ -224,7 +224,7 @@ def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
     result = tx.run(
         """
         UNWIND $ids AS id
-        MATCH (m:MemoryItem {user_name: $tenant, id: id})
+        MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
         RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding
         """,
         tenant=tenant, ids=list(ids),
@@ -242,7 +242,7 @@ def read_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
     result = tx.run(
         """
         UNWIND $ids AS id
-        MATCH (m:MemoryItem {user_name: $tenant, id: id})
+        MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
         RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory
         """,
         tenant=tenant, ids=list(ids),
@@ -285,7 +285,7 @@ def topic_summaries(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> 
     result = tx.run(
         """
         UNWIND $ids AS id
-        MATCH (t:MemoryItem {user_name: $tenant, id: id})
+        MATCH (t:MemoryItem {user_name: $tenant, id: id}) USING INDEX t:MemoryItem(user_name, id)
         RETURN t.id AS id, t.key AS key, t.memory AS memory, t.tags AS tags,
                t.background AS background, coalesce(t.version, 1) AS version,
                coalesce(t.history, '[]') AS history, t.updated_at AS updated_at
@@ -302,7 +302,7 @@ def mark_set_aside_with_reasons(tx: ManagedTransaction, tenant: str, rows: list[
     record = tx.run(
         """
         UNWIND $rows AS row
-        MATCH (m:MemoryItem {user_name: $tenant, id: row.id})
+        MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX m:MemoryItem(user_name, id)
         SET m.reorg_set_aside_at = coalesce(m.reorg_set_aside_at, datetime()),
             m.reorg_set_aside_reason = row.reason,
             m.reorg_set_aside_nearest = row.nearest,
@@ -360,8 +360,8 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
     retire_counters = tx.run(
         """
         UNWIND $retired AS row
-        MATCH (o:MemoryItem {user_name: $tenant, id: row.id})
-        MATCH (n:MemoryItem {user_name: $tenant, id: row.successor})
+        MATCH (o:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX o:MemoryItem(user_name, id)
+        MATCH (n:MemoryItem {user_name: $tenant, id: row.successor}) USING INDEX n:MemoryItem(user_name, id)
         SET o.status = 'archived', o.archived_reason = row.reason, o.archived_at = datetime(),
             o.evolve_to = [row.successor]
         CREATE (o)-[:SUPERSEDED_BY {update_type: 'reorganized', reason: row.reason, created_at: datetime()}]->(n)
@@ -374,7 +374,7 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
     tx.run(
         """
         UNWIND $updated AS row
-        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
+        MATCH (t:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX t:MemoryItem(user_name, id)
         SET t += row.props
         """,
         tenant=tenant, updated=updated,
@@ -382,7 +382,7 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
     removed = tx.run(
         """
         UNWIND $children AS row
-        MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
+        MATCH (t:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX t:MemoryItem(user_name, id)
         UNWIND row.removed AS child
         MATCH (t)-[r:PARENT]->(:MemoryItem {user_name: $tenant, id: child})
         DELETE r
@@ -394,7 +394,7 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         edges += tx.run(
             """
             UNWIND $children AS row
-            MATCH (t:MemoryItem {user_name: $tenant, id: row.id})
+            MATCH (t:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX t:MemoryItem(user_name, id)
             UNWIND row.added AS child
             MATCH (c:MemoryItem {user_name: $tenant, id: child})
             """ + ("CREATE (t)-[:PARENT {created_at: datetime()}]->(c)" if fresh else
@@ -476,7 +476,7 @@ def recount_topics(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> N
     tx.run(
         """
         UNWIND $ids AS id
-        MATCH (t:MemoryItem {user_name: $tenant, id: id})
+        MATCH (t:MemoryItem {user_name: $tenant, id: id}) USING INDEX t:MemoryItem(user_name, id)
         OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {user_name: $tenant})
         WHERE coalesce(c.status, 'activated') = 'activated'
         WITH t, c, CASE WHEN c.type = $topic THEN coalesce(c.member_count, 0) ELSE 1 END AS weight
@@ -531,7 +531,7 @@ def topic_children(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> d
     result = tx.run(
         """
         UNWIND $ids AS id
-        MATCH (t:MemoryItem {user_name: $tenant, id: id})
+        MATCH (t:MemoryItem {user_name: $tenant, id: id}) USING INDEX t:MemoryItem(user_name, id)
         OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {user_name: $tenant})
         WHERE coalesce(c.status, 'activated') = 'activated'
         WITH t, c ORDER BY c.id
