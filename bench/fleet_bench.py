@@ -32,7 +32,6 @@ from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _write_inbox(inbox: Path, tenants: list[str], memories: int) -> None:
@@ -60,6 +59,7 @@ def main() -> None:
     (work / "home").mkdir()
     shutil.copy(ROOT / "dagster.yaml", work / "home" / "dagster.yaml")
 
+    from mem_assets.cli import QUIET_LOGGING
     from mem_assets.definitions import defs, tend_memory_job
 
     job = defs.resolve_job_def(tend_memory_job.name)
@@ -76,7 +76,7 @@ def main() -> None:
             started = time.perf_counter()
             for tenant in tenants:
                 begun = time.perf_counter()
-                result = job.execute_in_process(partition_key=tenant, instance=instance, run_config=QUIET)
+                result = job.execute_in_process(partition_key=tenant, instance=instance, run_config=QUIET_LOGGING)
                 walls.append(time.perf_counter() - begun)
                 assert result.success, f"{tenant}: run {result.run_id} failed"
                 timed = {step.step_key: step.end_time - step.start_time

@@ -95,15 +95,12 @@ def _resolutions(neo4j: Neo4jResource, tenant: str) -> tuple[list[set[str]], lis
 
 
 #: The wrong resolutions the shipped judge-v2 model makes here: it judges "allergic to cats"
-#: (merged with "has a cat allergy") contradicted by "does not currently have any pets", and a
-#: pottery class on 30 March a newer version of the one on 12 March (two events). The pipeline
-#: must add no other; a retrained model (another fingerprint) must make none.
+#: (merged with "has a cat allergy") contradicted by "does not currently have any pets". The
+#: pipeline must add no other; a retrained model (another fingerprint) must make none.
 KNOWN_WRONG = {
-    "offline-model:judge-v2:7298741309883910": {
+    "offline-model:judge-v2:aaad9bac595af6a6": {
         ("rosa", "supersede", "Rosa is allergic to cats.", "Rosa does not currently have any pets."),
         ("rosa", "supersede", "Rosa has a cat allergy.", "Rosa does not currently have any pets."),
-        ("rosa", "supersede", "Rosa went to a pottery class on 12 March.",
-         "Rosa went to a pottery class on 30 March."),
     },
 }
 
