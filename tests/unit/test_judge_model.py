@@ -111,8 +111,8 @@ def test_chinese_numbers_articles_and_years():
 
 def test_values_of_one_kind_swapped_are_seen_as_a_swap():
     swap = FEATURE_NAMES.index("value_swap_exact")
-    features = judge_model.feature_matrix([("Jolene's dog Biscuit is a beagle.", "Jolene's dog Biscuit is a poodle."),
-                                           ("Jolene's dog Biscuit is a beagle.", "Jolene walks Biscuit every morning.")])
+    features = judge_model.feature_matrix([("Mia's dog Biscuit is a beagle.", "Mia's dog Biscuit is a poodle."),
+                                           ("Mia's dog Biscuit is a beagle.", "Mia walks Biscuit every morning.")])
     assert features[0, swap] == 1.0 and features[1, swap] == 0.0
 
 
