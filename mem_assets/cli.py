@@ -30,6 +30,7 @@ from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.progress import listening
 from mem_resources.run_liveness import fail_dead_runs, process_tags
+from mem_resources.run_policy import create_pools
 from mem_resources.settings import load_settings
 from mem_resources.tenants import InvalidTenant, validate_tenant
 
@@ -161,6 +162,16 @@ def tend(
         typer.secho(f"failed: {', '.join(failed)} (rerun with --verbose for the event log)",
                     fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
+
+
+@app.command("create-pools")
+def create_pools_command() -> None:
+    """Create the project's pools on the Dagster instance ($DAGSTER_HOME) with its default limit.
+    Run once after `dagster instance migrate`, before runs start."""
+    with dg.DagsterInstance.get() as instance:
+        created = create_pools(instance)
+    typer.echo(", ".join(f"pool {pool}: limit {limit}" for pool, limit in created.items())
+               or "pools already on the instance (or no default limit configured): nothing to do")
 
 
 @app.command()

@@ -21,3 +21,25 @@ LLM_POOL = "llm"
 #: about 10 s, 20 s, 40 s. Retrying is safe: every stage is idempotent.
 LLM_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL,
                            jitter=dg.Jitter.PLUS_MINUS)
+
+POOLS = (NEO4J_WRITE_POOL, LLM_POOL)
+
+
+def create_pools(instance: dg.DagsterInstance) -> dict[str, int]:
+    """Give each project pool its limit on the instance, once, before runs start.
+
+    Left to the runs, the first steps of two concurrent runs both create a pool, and on
+    PostgreSQL the loser's run fails (dagster-io/dagster#33552). The limit is the instance's
+    ``concurrency.pools.default_limit``; without one, pools are unlimited and nothing is created.
+    Pools already on the instance (e.g. set with ``dagster instance concurrency set``) keep their
+    limit. Returns the pools created with their limits.
+    """
+    storage = instance.event_log_storage
+    limit = instance.global_op_concurrency_default_limit
+    if limit is None or not storage.supports_global_concurrency_limits:
+        return {}
+    existing = {pool.name for pool in storage.get_pool_limits()}
+    created = {pool: limit for pool in POOLS if pool not in existing}
+    for pool, slots in created.items():
+        storage.set_concurrency_slots(pool, slots)
+    return created

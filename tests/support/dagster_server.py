@@ -88,9 +88,9 @@ def dagster_webserver_and_daemon(home: Path, env: dict[str, str], timeout_s: flo
     full_env = {**os.environ, **env, "DAGSTER_HOME": str(home),
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     workspace = str(ROOT / "workspace.yaml")
-    # Create the instance's storage once, before two processes race to create it.
-    subprocess.run([str(BIN / "dagster"), "instance", "migrate"], cwd=ROOT, env=full_env,
-                   check=True, capture_output=True)
+    # The deploy steps: create the instance's storage and pools once, before processes race to.
+    for setup in ([str(BIN / "dagster"), "instance", "migrate"], [str(BIN / "memtend"), "create-pools"]):
+        subprocess.run(setup, cwd=ROOT, env=full_env, check=True, capture_output=True)
     processes: list[subprocess.Popen[bytes]] = []
     try:
         for name, command in [
