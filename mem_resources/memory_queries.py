@@ -22,6 +22,17 @@ def live_memory(var: str) -> str:
             f"AND coalesce({var}.type, 'fact') <> 'topic'")
 
 
+class Bulk(list):
+    """A bulk query parameter (rows, vectors) with a short ``repr``.
+
+    The driver formats every query's parameters for its debug log before the log level is
+    checked (neo4j 6.4, Bolt 5 ``run``): for 2,000 rows of 256-dim vectors that ``repr`` took
+    0.32 s of a 0.36 s round trip. The bytes sent are the same as for a plain list."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} items>"
+
+
 def by_id(var: str) -> str:
     """Index hint for a MemoryItem matched on (tenant, id). Without it a plan cached while the
     tenant was small may seek the tenant index and filter on id, which costs a scan of the
@@ -62,7 +73,7 @@ def write_memories(tx: ManagedTransaction, tenant: str, nodes: Iterable[MemoryIt
         ON CREATE SET m:Node, m += row.props,
                       m.created_at = datetime(row.created_at), m.updated_at = datetime(row.updated_at)
         """,
-        tenant=tenant, rows=rows,
+        tenant=tenant, rows=Bulk(rows),
     ).consume()
     return summary.counters.nodes_created
 
@@ -201,6 +212,6 @@ def set_memory_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[di
     record = tx.run(
         f"UNWIND $rows AS row MATCH (m:MemoryItem {{user_name: $tenant, id: row.id}}) {by_id('m')} "
         "SET m.embedding = row.embedding RETURN count(m) AS n",
-        tenant=tenant, rows=list(rows),
+        tenant=tenant, rows=Bulk(rows),
     ).single()
     return record["n"] if record else 0
