@@ -21,7 +21,7 @@ from mem_assets.dedup.candidates import (
 from mem_assets.dedup.judges import JudgeResource
 from mem_assets.dedup.judging import judge_pairs
 from mem_assets.dedup.planning import held_back, item_from_properties, plan_resolutions
-from mem_assets.dedup.recency import recency
+from mem_assets.dedup.recency import recency_of
 from mem_assets.dedup.resolution import DONE, apply_plan
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
@@ -91,13 +91,14 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
                 lambda rows, k: session.execute_read(queries.vector_neighbours, tenant, rows, k),
                 threshold, config.top_k, max_k=session.execute_read(queries.indexed_node_count))
         paired = set(pairs["left_id"]) | set(pairs["right_id"])
-        found = session.execute_read(queries.read_nodes, tenant, sorted(paired))
+        sides = session.execute_read(queries.pair_sides, tenant, sorted(paired))
         alone = [node_id for node_id in new.ids if node_id not in paired]
         session.execute_write(queries.mark_checked, tenant, alone, seen_at, utc_now())
-    items = {i: item_from_properties(tenant, props, seen_at) for i, props in found.items()}
-    pairs = pairs[pairs["left_id"].isin(set(items)) & pairs["right_id"].isin(set(items))].reset_index(drop=True)
-    texts.update({i: item.memory for i, item in items.items() if i not in texts})
-    pairs = orient_pairs(pairs, set(new.ids), {i: recency(item) for i, item in items.items()})
+    pairs = pairs[pairs["left_id"].isin(set(sides)) & pairs["right_id"].isin(set(sides))].reset_index(drop=True)
+    texts.update({i: side["text"] for i, side in sides.items() if i not in texts})
+    pairs = orient_pairs(pairs, set(new.ids), {
+        i: recency_of(side["created_at"], side["updated_at"], side["arrival"], seen_at)
+        for i, side in sides.items()})
     pairs["left_text"] = pairs["left_id"].map(texts)
     pairs["right_text"] = pairs["right_id"].map(texts)
     pairs["seen_at"] = seen_at

@@ -31,15 +31,17 @@ _PROPS = """[k IN keys(n) WHERE k <> 'embedding' |
                       THEN toString(n[k]) ELSE n[k] END]] AS props"""
 
 
+def _instant(value: Any) -> Any:
+    """An ISO datetime string without a zone name after its offset ("+01:00[Europe/Paris]"):
+    ``DateTime.to_native`` keeps only the offset too. Any other value as it is."""
+    if isinstance(value, str) and value.endswith("]") and "[" in value and value[:4].isdigit():
+        return value[:value.index("[")]
+    return value
+
+
 def _properties(pairs: list[list[Any]]) -> dict[str, Any]:
-    """The pairs of ``_PROPS`` as a dict; a zone name after the offset ("+01:00[Europe/Paris]")
-    is dropped, as ``DateTime.to_native`` keeps only the offset too."""
-    props = {}
-    for key, value in pairs:
-        if isinstance(value, str) and value.endswith("]") and "[" in value and value[:4].isdigit():
-            value = value[:value.index("[")]
-        props[key] = value
-    return props
+    """The pairs of ``_PROPS`` as a dict."""
+    return {key: _instant(value) for key, value in pairs}
 
 
 _NODE = live_memory("n")
@@ -207,6 +209,21 @@ def lock_and_read(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> di
         tenant=tenant, ids=sorted(ids),
     )
     return {record["id"]: _properties(record["props"]) for record in result}
+
+
+def pair_sides(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What orienting a candidate pair needs of each side, by id: text, times (ISO strings) and
+    arrival; reading whole nodes and building items cost more than the candidate search."""
+    result = tx.run(
+        f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
+        "RETURN n.id AS id, CASE WHEN n.memory <> '' THEN n.memory WHEN n.data <> '' THEN n.data ELSE '' END AS text, "
+        "toString(n.created_at) AS created_at, "
+        "toString(n.updated_at) AS updated_at, n.arrival AS arrival",
+        tenant=tenant, ids=list(ids),
+    )
+    return {record["id"]: {"text": record["text"], "created_at": _instant(record["created_at"]),
+                           "updated_at": _instant(record["updated_at"]), "arrival": record["arrival"]}
+            for record in result}
 
 
 def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -40,6 +40,16 @@ def recency(item: MemoryItem) -> Recency:
     return Recency(max(_aware(meta.created_at), _aware(meta.updated_at)), meta.arrival or "")
 
 
+def recency_of(created_at: str | None, updated_at: str | None, arrival: str | None,
+               now: datetime) -> Recency:
+    """``recency`` of a node read as ISO strings, with ``item_from_properties``' fallbacks (a
+    missing time is the other one, then ``now``), without building the whole item."""
+    created = datetime.fromisoformat(created_at) if created_at else None
+    updated = datetime.fromisoformat(updated_at) if updated_at else None
+    created = created or updated or now
+    return Recency(max(_aware(created), _aware(updated or created)), arrival or "")
+
+
 def compare(a: Recency, b: Recency) -> int | None:
     """-1 when ``a`` is older, 1 when newer, None when nothing orders them (the same moment from
     the same source, or an unknown arrival)."""

@@ -36,7 +36,12 @@ from sklearn.metrics import precision_recall_fscore_support
 from sklearn.model_selection import GroupKFold
 
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
-from mem_assets.dedup.judge_model import MODEL_FILE, MODEL_NAME, model_from_json, symmetrize
+from mem_assets.dedup.judge_model import (
+    MODEL_FILE,
+    MODEL_NAME,
+    model_from_json,
+    symmetrize,
+)
 from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
 from mem_resources.embedder import wordllama_embed
 from mem_resources.memory_model import normalize_text

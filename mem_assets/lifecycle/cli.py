@@ -38,10 +38,10 @@ from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memo
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.settings import load_settings
-from mem_resources.tenant_lock import TenantBusy
-from mem_resources.tenants import InvalidTenant, validate_tenant
 from mem_resources.table_io import TableIOManager, table_base
+from mem_resources.tenant_lock import TenantBusy
 from mem_resources.tenant_records import forget_tenant
+from mem_resources.tenants import InvalidTenant, validate_tenant
 
 T = TypeVar("T")
 

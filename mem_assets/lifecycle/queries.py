@@ -17,6 +17,7 @@ from neo4j import ManagedTransaction
 from pydantic import AwareDatetime, BaseModel, Field
 
 from mem_resources.memory_model import MemoryStatus
+from mem_resources.memory_queries import Bulk
 from mem_resources.schema import TENANT_SCOPED_LABELS
 
 KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
@@ -217,7 +218,7 @@ def merge_nodes(tx: ManagedTransaction, tenant: str, label: str,
         SET n:$(row.labels)
         RETURN collect(CASE WHEN created THEN row.id END) AS created, collect(before) AS changed
         """,
-        tenant=tenant, rows=rows,
+        tenant=tenant, rows=Bulk(rows),
     ).single(strict=True)
     return result["created"], result["changed"]
 

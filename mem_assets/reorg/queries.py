@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
-from mem_resources.memory_queries import live_memory
+from mem_resources.memory_queries import Bulk, live_memory
 
 TOPIC_TYPE = "topic"
 
@@ -355,7 +355,7 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         MERGE (t:MemoryItem {user_name: $tenant, id: props.id})
         ON CREATE SET t:Node, t += props
         """,
-        tenant=tenant, created=created,
+        tenant=tenant, created=Bulk(created),
     ).consume().counters.nodes_created
     retire_counters = tx.run(
         """
