@@ -223,8 +223,10 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     judgments = relation_judgments
     ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
     budget = judge.run_deadline_s()
+    related = judgments[judgments["label"] != "independent"] if len(judgments) else judgments
     with neo4j.session() as session:
-        found = session.execute_read(queries.read_nodes, tenant, ids)
+        found = session.execute_read(queries.read_nodes, tenant,
+                                     sorted(set(related.get("left_id", [])) | set(related.get("right_id", []))))
         nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
         plan = plan_resolutions(tenant, judgments, nodes, judge.fuse,
                                 deadline=time.monotonic() + budget if budget else None)
