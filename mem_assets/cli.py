@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +23,13 @@ from mem_assets.reorg.evaluation import (
 )
 from mem_assets.reorg.placement import PlacementParams
 from mem_assets.resources import build_embedder
+from mem_assets.tending import tend_many
 from mem_resources import memory_queries
 from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
 from mem_resources.progress import listening
-from mem_resources.run_liveness import fail_dead_runs, process_tags
+from mem_resources.run_liveness import fail_dead_runs
 from mem_resources.run_policy import create_pools
 from mem_resources.settings import load_settings
 from mem_resources.tenants import InvalidTenant, validate_tenant
@@ -53,7 +53,6 @@ SUMMARY: dict[str, dict[str, tuple[str, ...]]] = {
               "summary_parents": ("topics_created", "topics_grown")},
     "schema": {"graph_schema": ("node_types", "nodes", "breaking_differences")},
 }
-QUIET_LOGGING = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 @dataclass(frozen=True)
@@ -67,15 +66,16 @@ class SummaryLine:
         return f"  {self.domain:<7}{self.seconds:>6.1f} s  {counts}"
 
 
-def summary_lines(instance: dg.DagsterInstance,
-                  result: dg.ExecuteInProcessResult) -> list[SummaryLine]:
+def summary_lines(instance: dg.DagsterInstance, run_id: str) -> list[SummaryLine]:
     """One line per domain that ran: wall time of its steps and the headline counts."""
     seconds = {stats.step_key: (stats.end_time or 0.0) - (stats.start_time or 0.0)
-               for stats in instance.get_run_step_stats(result.run_id)}
+               for stats in instance.get_run_step_stats(run_id)}
     metadata = {}
-    for event in result.get_asset_materialization_events():
-        materialization = event.step_materialization_data.materialization
-        metadata[materialization.asset_key.to_user_string()] = materialization.metadata
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    for record in records:
+        materialization = record.event_log_entry.asset_materialization
+        if materialization is not None:
+            metadata[materialization.asset_key.to_user_string()] = materialization.metadata
     lines = []
     for domain, stages in SUMMARY.items():
         ran = [stage for stage in stages if stage in metadata]
@@ -111,10 +111,12 @@ def tend(
     tenants: Annotated[list[str] | None, typer.Argument(help="Tenants to run; default: every inbox tenant.")] = None,
     create: Annotated[bool, typer.Option(help="Register tenants that have no inbox folder yet.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print Dagster's full event log.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes tending tenants side by side "
+                                                     "(one per core suits a night of many tenants).")] = 1,
 ) -> None:
     """Run the main job (ingest, dedup, reorganize, schema check) for each tenant, recorded in
     $DAGSTER_HOME so the UI shows the runs."""
-    from mem_assets.definitions import defs, settings, tend_memory_job
+    from mem_assets.definitions import defs, settings
 
     inbox = defs.resources["inbox"]
     inbox_tenants = inbox.tenants()
@@ -129,32 +131,23 @@ def tend(
     missing = [t for t in chosen if not instance.has_dynamic_partition(tenant_partitions.name, t)]
     if missing:
         instance.add_dynamic_partitions(tenant_partitions.name, missing)
-    job = defs.resolve_job_def(tend_memory_job.name)
     console = Console(stderr=True)
-    failed: list[str] = []
-    reports: list[tuple[str, dg.ExecuteInProcessResult, float]] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=verbose) as progress:
-        task = progress.add_task("tending", total=len(chosen))
-        for tenant in chosen:
-            progress.update(task, description=f"tending {tenant}")
-            start = time.monotonic()
+        task = progress.add_task(f"tending {len(chosen)} tenants" if workers > 1 else "tending",
+                                 total=len(chosen))
 
-            def show(line: str, tenant: str = tenant) -> None:
-                progress.update(task, description=f"tending {tenant} · {line}")
+        def show(line: str) -> None:
+            progress.update(task, description=f"tending · {line}")
 
-            with listening(show):
-                result = job.execute_in_process(partition_key=tenant, instance=instance,
-                                                raise_on_error=False, tags=process_tags(),
-                                                run_config=None if verbose else QUIET_LOGGING)
-            reports.append((tenant, result, time.monotonic() - start))
-            if not result.success:
-                failed.append(tenant)
-            progress.advance(task)
-    for tenant, result, seconds in reports:
-        status = "ok" if result.success else "FAILED"
-        typer.echo(f"{tenant}: {status} in {seconds:.1f} s (run {result.run_id[:8]})")
-        for line in summary_lines(instance, result):
+        with listening(show):
+            outcomes = tend_many(chosen, instance, workers=workers, verbose=verbose,
+                                 on_done=lambda outcome: progress.advance(task))
+    failed = [outcome.tenant for outcome in outcomes if not outcome.success]
+    for outcome in outcomes:
+        status = "ok" if outcome.success else "FAILED"
+        typer.echo(f"{outcome.tenant}: {status} in {outcome.seconds:.1f} s (run {outcome.run_id[:8]})")
+        for line in summary_lines(instance, outcome.run_id):
             typer.echo(line.render())
     typer.echo(f"\nDetails per run and stage: `make ui`, then http://127.0.0.1:3000/runs ; "
                f"graph counts: `memtend inspect TENANT` ; quarantined lines: {settings.quarantine}/")
