@@ -335,12 +335,19 @@ _ZH_ANTONYM_RES = [tuple(re.compile("|".join(map(re.escape, side))) if side else
                    for sides in _ZH_ANTONYMS]
 
 
+_ANTONYM_WORDS = frozenset(w for sides in _ANTONYMS for side in sides for w in side)
+_ZH_ANTONYM_ANY = re.compile("|".join(re.escape(w) for sides in _ZH_ANTONYMS for side in sides for w in side))
+_NO_ANTONYM_SIDES = tuple((frozenset(), False, frozenset(), False) for _ in _ANTONYMS)
+
+
 def _occurs(pattern: re.Pattern[str] | None, text: str) -> bool:
     return pattern is not None and pattern.search(text) is not None
 
 
 def _antonym_sides(raw_text: str, words: frozenset[str]) -> tuple[tuple[frozenset[str], bool, frozenset[str], bool], ...]:
     """Per antonym pair: this text's words on each side, and whether a Chinese side word occurs."""
+    if words.isdisjoint(_ANTONYM_WORDS) and not _ZH_ANTONYM_ANY.search(raw_text):
+        return _NO_ANTONYM_SIDES
     return tuple((words & left, _occurs(zh_left, raw_text), words & right, _occurs(zh_right, raw_text))
                  for (left, right), (zh_left, zh_right) in zip(_ANTONYMS, _ZH_ANTONYM_RES, strict=True))
 
@@ -485,6 +492,19 @@ FEATURE_NAMES: tuple[str, ...] = (
 _ALIGNED = 0.6
 
 
+def _mean(values: np.ndarray) -> float:
+    """``float(values.mean())`` of a non-empty vector, as numpy computes it (same sum, same
+    division by an intp count, same rounding) without its dispatch: it runs for every pair."""
+    total = np.add.reduce(values)
+    return float(total.dtype.type(total / np.intp(len(values))))
+
+
+def _column_mean(rows: np.ndarray) -> np.ndarray:
+    """``rows.mean(axis=0)``, as numpy computes it."""
+    total = np.add.reduce(rows, axis=0)
+    return np.true_divide(total, np.intp(len(rows)), out=total, casting="unsafe")
+
+
 @dataclass(frozen=True)
 class _Text:
     """A text's parse and vectors, and what every pair with it reads: computed once per text."""
@@ -499,6 +519,7 @@ class _Text:
     named: tuple[int, ...]
     chars: tuple[set[str], set[str], set[str]]
     antonymous: bool
+    any_negated: bool
 
     @classmethod
     def of(cls, parsed: Parsed, vector: np.ndarray, lexical: np.ndarray, words: np.ndarray) -> _Text:
@@ -506,7 +527,8 @@ class _Text:
                    tuple((i, k) for i, k in enumerate(parsed.kinds) if k),
                    tuple(i for i, k in enumerate(parsed.kinds) if k in ("name", "place")),
                    (_char_ngrams(parsed.chars, 1), _char_ngrams(parsed.chars, 2), _char_ngrams(parsed.chars, 3)),
-                   any(left or zh_left or right or zh_right for left, zh_left, right, zh_right in parsed.antonyms))
+                   any(left or zh_left or right or zh_right for left, zh_left, right, zh_right in parsed.antonyms),
+                   any(parsed.negated))
 
 
 class PairFeaturizer:
@@ -554,19 +576,19 @@ class PairFeaturizer:
             best_a, best_b = np.zeros(len(pa.tokens)), np.zeros(len(pb.tokens))
         loose_a, loose_b = best_a < _ALIGNED, best_b < _ALIGNED
         n_loose_a, n_loose_b = int(np.count_nonzero(loose_a)), int(np.count_nonzero(loose_b))
-        soft_a = float(best_a.mean()) if len(best_a) else 0.0
-        soft_b = float(best_b.mean()) if len(best_b) else 0.0
+        soft_a = _mean(best_a) if len(best_a) else 0.0
+        soft_b = _mean(best_b) if len(best_b) else 0.0
         frac_a = 1 - n_loose_a / len(best_a) if len(best_a) else 0.0
         frac_b = 1 - n_loose_b / len(best_b) if len(best_b) else 0.0
         if n_loose_a and n_loose_b:
-            diff_a = ta_.words[loose_a].mean(axis=0)
-            diff_b = tb_.words[loose_b].mean(axis=0)
-            diff_cos = float(diff_a @ diff_b / (np.linalg.norm(diff_a) * np.linalg.norm(diff_b) + 1e-9))
+            diff_a = _column_mean(ta_.words[loose_a])
+            diff_b = _column_mean(tb_.words[loose_b])
+            diff_cos = float(diff_a @ diff_b / (np.sqrt(diff_a.dot(diff_a)) * np.sqrt(diff_b.dot(diff_b)) + 1e-9))
             unaligned_sim = float(sims[loose_a][:, loose_b].max())
         else:
             diff_cos = unaligned_sim = 0.0
         flips = 0
-        if len(pa.tokens) and len(pb.tokens):
+        if len(pa.tokens) and len(pb.tokens) and (ta_.any_negated or tb_.any_negated):
             partner_a, partner_b = sims.argmax(axis=1), sims.argmax(axis=0)
             flips = int(np.count_nonzero((best_a >= _ALIGNED) & (ta_.negated != tb_.negated[partner_a]))) \
                 + int(np.count_nonzero((best_b >= _ALIGNED) & (tb_.negated != ta_.negated[partner_b])))
