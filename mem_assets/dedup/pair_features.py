@@ -333,8 +333,6 @@ _ZH_ANTONYMS = [(tuple(w for w in left if _CJK.match(w)), tuple(w for w in right
                 for left, right in _ANTONYMS]
 _ZH_ANTONYM_RES = [tuple(re.compile("|".join(map(re.escape, side))) if side else None for side in sides)
                    for sides in _ZH_ANTONYMS]
-
-
 _ANTONYM_WORDS = frozenset(w for sides in _ANTONYMS for side in sides for w in side)
 _ZH_ANTONYM_ANY = re.compile("|".join(re.escape(w) for sides in _ZH_ANTONYMS for side in sides for w in side))
 _NO_ANTONYM_SIDES = tuple((frozenset(), False, frozenset(), False) for _ in _ANTONYMS)
