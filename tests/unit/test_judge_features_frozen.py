@@ -7,6 +7,7 @@ platform (x86-64, the locked requirements)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from pathlib import Path
@@ -42,3 +43,18 @@ def test_labels_and_probabilities_are_unchanged(pairs):
     decided = judge_model.predict(pairs)
     assert sha256("\n".join(label for label, _ in decided).encode()) == LABELS_SHA256
     assert sha256("\n".join(f"{label}:{p!r}" for label, p in decided).encode()) == PROBABILITIES_SHA256
+
+
+def test_featurizing_leaves_the_garbage_collector_as_it_found_it():
+    """The featurizer pauses the cyclic collector while it works (speed); the process's setting,
+    on or off, must be what it was."""
+    pair = [("The user likes tea.", "用户住在杭州")]
+    assert gc.isenabled()
+    judge_model.feature_matrix(pair)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        judge_model.feature_matrix(pair)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
