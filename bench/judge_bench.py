@@ -1,46 +1,113 @@
-"""Speed of the offline judge: 10,000 candidate pairs judged cold (parsing, embedding, features,
-model), and again with texts already seen. Pairs are drawn from the training texts, each text in
-several pairs as in a real tenant. Prints one JSON object; no Neo4j.
+"""Speed of the offline judge on bench-like candidate pairs (prints figures; not a test; no Neo4j).
 
-Run: ``python bench/judge_bench.py [--pairs 10000]``
+Texts come from ``dedup_bench.synthetic_texts`` (half English, half Chinese, with near repeats and
+city conflicts as there); each new text is paired with its ``--top-k`` nearest existing texts by
+WordLlama cosine, as the candidate search does, so a text sits in several pairs. Timed:
+
+1. end to end, cold: ``judge_model.predict`` (both orders of every pair, as the offline judge);
+2. the same work split by stage, cold again: parse, embed, feature rows, tree predict;
+3. ``judging.build_requests`` over those pairs as a frame.
+
+Each line carries the 1-minute load average before and after it (``measure.measured``).
+
+    python bench/judge_bench.py [--pairs 20000] [--top-k 5]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
+import sys
 import time
 from pathlib import Path
 
-from mem_assets.dedup import judge_model
-from mem_assets.dedup.pair_features import parse
-from mem_resources.embedder import wordllama_embed
+import numpy as np
+import pandas as pd
+from dedup_bench import CITIES, ZH_CITIES, friend_name, synthetic_texts
+from measure import measured
 
-TRAIN = Path(__file__).parents[1] / "data" / "judge" / "train.jsonl"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mem_assets.dedup import judge_model, pair_features  # noqa: E402
+from mem_assets.dedup.judging import build_requests  # noqa: E402
+from mem_assets.dedup.pair_features import PairFeaturizer, parse  # noqa: E402
+from mem_resources.embedder import wordllama_embed  # noqa: E402
+
+
+def bench_pairs(count: int, top_k: int) -> list[tuple[str, str]]:
+    """(older, newer) pairs: ``count / top_k`` new texts, each with its nearest existing ones."""
+    rng = random.Random(count)
+    new_count = max(1, count // top_k)
+    texts = synthetic_texts(new_count * 5, rng)
+    rng.shuffle(texts)
+    old, new = texts[new_count:], texts[:new_count]
+    for i in range(0, new_count - 3, 20):
+        new[i + 1] = rng.choice(old).replace("。", "!").replace(".", " too.")
+        city, (en_name, zh_name) = i % len(CITIES), friend_name(i // 20)
+        old[i % len(old)] = f"The user's friend {en_name} lives in {CITIES[city]}."
+        new[i + 2] = f"The user's friend {en_name} lives in {CITIES[(city + 1) % len(CITIES)]}."
+        old[(i + 3) % len(old)] = f"用户的朋友{zh_name}住在{ZH_CITIES[city]}。"
+        new[i + 3] = f"用户的朋友{zh_name}住在{ZH_CITIES[(city + 1) % len(ZH_CITIES)]}。"
+    old = list(dict.fromkeys(old))
+    new = [t for t in dict.fromkeys(new) if t not in set(old)]
+    old_vectors, new_vectors = wordllama_embed(old), wordllama_embed(new)
+    pairs = []
+    for lo in range(0, len(new), 512):
+        scores = new_vectors[lo:lo + 512] @ old_vectors.T
+        nearest = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+        pairs.extend((old[j], new[lo + i]) for i, row in enumerate(nearest) for j in row)
+    return pairs[:count]
+
+
+def cold() -> None:
+    """Forget every parsed text and word (all memo caches of the featurizer module)."""
+    for value in vars(pair_features).values():
+        if hasattr(value, "cache_clear"):
+            value.cache_clear()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=10_000)
+    parser.add_argument("--pairs", type=int, default=20_000)
+    parser.add_argument("--top-k", type=int, default=5)
     args = parser.parse_args()
-    rows = [json.loads(line) for line in TRAIN.read_text("utf-8").splitlines() if line.strip()]
-    texts = sorted({row[side] for row in rows for side in ("a", "b")})
-    rng = random.Random(0)
-    pairs = [tuple(rng.sample(texts, 2)) for _ in range(args.pairs)]
-    judge_model.load()
-    wordllama_embed(["warm up"])
+    pairs = bench_pairs(args.pairs, args.top_k)
+    both = [*pairs, *((b, a) for a, b in pairs)]
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+    model = judge_model.load()
     parse("预热")
-    start = time.perf_counter()
-    judge_model.predict(pairs)
-    cold = time.perf_counter() - start
-    start = time.perf_counter()
-    judge_model.predict(pairs)
-    warm = time.perf_counter() - start
-    print(json.dumps({"pairs": len(pairs), "distinct_texts": len({t for p in pairs for t in p}),
-                      "cold_seconds": round(cold, 2), "warm_seconds": round(warm, 2),
-                      "pairs_per_second_cold": round(len(pairs) / cold)}))
+    print(f"## {len(pairs)} pairs, {len(texts)} distinct texts "
+          f"({sum(parse(t).zh for t in texts)} Chinese); features in both orders")
+    cold()
+
+    with measured() as total:
+        judge_model.predict(pairs, model)
+    print(f"{total.line('end to end (predict)')}; {len(pairs) / total.seconds:.0f} pairs/s, "
+          f"{1000 * total.seconds / len(pairs):.3f} ms/pair")
+
+    cold()
+    featurizer = PairFeaturizer(wordllama_embed)
+    stages = {}
+    with measured() as stages["parse"]:
+        for text in texts:
+            parse(text)
+    with measured() as stages["embed (+ per-text arrays)"]:
+        featurizer._prepare(texts)
+    with measured() as stages["feature rows"]:
+        features = featurizer.matrix(both)
+    with measured() as stages["tree predict"]:
+        model.decide(model.pair_probabilities(features[:len(pairs)], features[len(pairs):]))
+    frame = pd.DataFrame({"left_id": [f"o{hash(a)}" for a, _ in pairs], "right_id": [f"n{hash(b)}" for _, b in pairs],
+                          "left_text": [a for a, _ in pairs], "right_text": [b for _, b in pairs]})
+    with measured() as stages["build_requests"]:
+        build_requests(frame)
+    for name, figure in stages.items():
+        print(f"  {figure.line(name)}")
+    print(f"  stages sum (without build_requests): "
+          f"{sum(f.seconds for n, f in stages.items() if n != 'build_requests'):.2f} s")
 
 
 if __name__ == "__main__":
+    start = time.perf_counter()
     main()
+    print(f"wall {time.perf_counter() - start:.1f} s")

@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -39,15 +39,28 @@ class Tree:
     threshold: np.ndarray
     value: np.ndarray
 
-    def predict(self, features: np.ndarray) -> np.ndarray:
-        node = np.zeros(len(features), dtype=np.int64)
-        rows = np.arange(len(features))
-        for _ in range(64):
-            inner = self.left[node] >= 0
-            if not inner.any():
-                break
-            go_left = features[rows, np.maximum(self.feature[node], 0)] <= self.threshold[node]
-            node = np.where(inner, np.where(go_left, self.left[node], self.right[node]), node)
+    @cached_property
+    def _steps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Children with every leaf its own child (a row that reached one stays there), split
+        features (0 at leaves), and the depth, at most 64 levels."""
+        nodes, leaf = np.arange(len(self.left)), self.left < 0
+        depth, level = 0, [0]
+        while level := [child for node in level if self.left[node] >= 0
+                        for child in (self.left[node], self.right[node])]:
+            depth += 1
+        return (np.where(leaf, nodes, self.left), np.where(leaf, nodes, self.right), np.maximum(self.feature, 0),
+                min(depth, 64))
+
+    def predict_columns(self, columns: np.ndarray) -> np.ndarray:
+        """Leaf values for the rows of ``features`` given as ``columns`` = features.T, C-contiguous
+        (made once for all trees, so each level reads a few feature rows in order)."""
+        left, right, feature, depth = self._steps
+        count = columns.shape[1]
+        flat, offsets = columns.ravel(), np.arange(count)
+        node = np.zeros(count, dtype=np.int64)
+        for _ in range(depth):
+            go_left = flat[feature[node] * count + offsets] <= self.threshold[node]
+            node = np.where(go_left, left[node], right[node])
         return self.value[node]
 
 
@@ -64,9 +77,10 @@ class JudgeModel:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
         features = np.atleast_2d(features)
         scores = np.tile(self.init, (len(features), 1))
+        columns = np.ascontiguousarray(features.T)
         for per_class in self.trees:
             for k, tree in enumerate(per_class):
-                scores[:, k] += self.learning_rate * tree.predict(features)
+                scores[:, k] += self.learning_rate * tree.predict_columns(columns)
         scores -= scores.max(axis=1, keepdims=True)
         exp = np.exp(scores)
         return exp / exp.sum(axis=1, keepdims=True)

@@ -48,16 +48,20 @@ def build_requests(pairs: pd.DataFrame) -> tuple[list[JudgeRequest], list[list[i
     new_ids = pairs["new_id"] if "new_id" in pairs else pairs["right_id"]
     for position, new_id in enumerate(new_ids):
         groups.setdefault(new_id, []).append(position)
+    columns = {name: pairs[name].tolist() for name in pairs.columns}
+
+    def cell(name: str, position: int, default: object = None) -> object:
+        return columns[name][position] if name in columns else default
+
     requests = []
     for new_id, positions in groups.items():
         candidates, when = [], []
         new = None
         for position in positions:
-            row = pairs.iloc[position]
-            mine, other = ("left", "right") if row["left_id"] == new_id else ("right", "left")
-            new = MemoryRef(row[f"{mine}_text"], _date(row.get(f"{mine}_at")))
-            candidates.append(MemoryRef(row[f"{other}_text"], _date(row.get(f"{other}_at"))))
-            when.append(row.get("other_when", "older"))
+            mine, other = ("left", "right") if columns["left_id"][position] == new_id else ("right", "left")
+            new = MemoryRef(columns[f"{mine}_text"][position], _date(cell(f"{mine}_at", position)))
+            candidates.append(MemoryRef(columns[f"{other}_text"][position], _date(cell(f"{other}_at", position))))
+            when.append(cell("other_when", position, "older"))
         requests.append(JudgeRequest(new, tuple(candidates), tuple(when)))
     return requests, list(groups.values())
 

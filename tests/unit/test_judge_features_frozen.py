@@ -1,0 +1,60 @@
+"""The shipped judge model must keep seeing the numbers it was trained on: any change to how pair
+features are computed (a speed-up, a refactor) has to give bit-identical feature matrices and the
+same labels on every pair of the judge data. The digests were recorded from the featurizer the
+model was trained with (commit c440674), before any speed work; a deliberate feature change
+retrains the model and records new digests. Float results come from numpy and WordLlama on this
+platform (x86-64, the locked requirements)."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from mem_assets.dedup import judge_model
+
+DATA = Path(__file__).parents[2] / "data" / "judge"
+FEATURES_SHA256 = "5543d136524d61e8ab0ca227c859ebdbcaee626678ee64bf303635bb4575e3f4"
+LABELS_SHA256 = "cc6e054d661a29083f8ce55fb281130e1265bcd571dccae528c772fff3a9a485"
+PROBABILITIES_SHA256 = "0cc8a50098e8a02a77d1fa7489defe697a3c0b8f795b1ed4f269468339508328"
+
+
+@pytest.fixture(scope="module")
+def pairs() -> list[tuple[str, str]]:
+    """Every (a, b) of the train and held-out files, in file order (labels are not read)."""
+    return [(row["a"], row["b"]) for name in ("train.jsonl", "heldout.jsonl")
+            for row in map(json.loads, (DATA / name).read_text("utf-8").splitlines())]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_feature_matrix_is_bit_identical_to_the_trained_featurizer(pairs):
+    features = judge_model.feature_matrix(pairs)
+    assert features.shape == (5718, len(judge_model.FEATURE_NAMES))
+    assert sha256(features.tobytes()) == FEATURES_SHA256
+
+
+def test_labels_and_probabilities_are_unchanged(pairs):
+    decided = judge_model.predict(pairs)
+    assert sha256("\n".join(label for label, _ in decided).encode()) == LABELS_SHA256
+    assert sha256("\n".join(f"{label}:{p!r}" for label, p in decided).encode()) == PROBABILITIES_SHA256
+
+
+def test_featurizing_leaves_the_garbage_collector_as_it_found_it():
+    """The featurizer pauses the cyclic collector while it works (speed); the process's setting,
+    on or off, must be what it was."""
+    pair = [("The user likes tea.", "用户住在杭州")]
+    assert gc.isenabled()
+    judge_model.feature_matrix(pair)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        judge_model.feature_matrix(pair)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
