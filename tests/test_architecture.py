@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAINS = ("ingest", "dedup", "reorg", "context_graph", "lifecycle")
-ENTRY_POINTS = {"mem_assets/definitions.py", "mem_assets/cli.py", "mem_assets/resources.py"}
+ENTRY_POINTS = {"mem_assets/definitions.py", "mem_assets/cli.py", "mem_assets/resources.py",
+                "mem_assets/tending.py"}
 
 
 def _imports(path: Path) -> list[str]:
