@@ -104,10 +104,11 @@ def test_same_created_at_the_later_file_is_newer_whatever_the_ids(neo4j, instanc
     def mid(text: str) -> str:
         return memory_id(payload_hash(tenant, "LongTermMemory", text))
 
-    old_home, old_work = "Rosa lives in Lisbon.", "Rosa works in Lisbon."
-    new_home = next(f"Rosa lives in {c}." for c in CITIES if mid(f"Rosa lives in {c}.") > mid(old_home))
-    new_work = next(f"Rosa works in {c}." for c in CITIES if mid(f"Rosa works in {c}.") < mid(old_work))
-    pairs = [(old_home, new_home), (old_work, new_work)]  # the newer id sorts after, then before
+    homes = [f"Rosa lives in {c}." for c in ("Lisbon", *CITIES)]
+    works = [f"Rosa works in {c}." for c in ("Lisbon", *CITIES)]
+    # Ids depend on the (random) tenant: pick the pairs so the newer id sorts after, then before.
+    pairs = [next((a, b) for a in homes for b in homes if mid(b) > mid(a)),
+             next((a, b) for a in works for b in works if mid(b) < mid(a))]
     inbox = tmp_path / "inbox"
     write_inbox_file(inbox, tenant, "2026-03-01.jsonl", [_item(old) for old, _ in pairs])
     write_inbox_file(inbox, tenant, "2026-03-02.jsonl", [_item(new) for _, new in pairs])
