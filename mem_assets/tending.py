@@ -46,12 +46,12 @@ def tend_one(tenant: str, instance: dg.DagsterInstance, verbose: bool = False) -
 _worker_instance: dg.DagsterInstance | None = None
 
 
-def _tend_in_worker(tenant: str) -> TendOutcome:
+def _tend_in_worker(tenant: str, verbose: bool) -> TendOutcome:
     """In a worker process: the instance of $DAGSTER_HOME, opened once per worker."""
     global _worker_instance
     if _worker_instance is None:
         _worker_instance = dg.DagsterInstance.get()
-    return tend_one(tenant, _worker_instance)
+    return tend_one(tenant, _worker_instance, verbose)
 
 
 def tend_many(tenants: Sequence[str], instance: dg.DagsterInstance, workers: int = 1,
@@ -69,7 +69,7 @@ def tend_many(tenants: Sequence[str], instance: dg.DagsterInstance, workers: int
     finished: dict[str, TendOutcome] = {}
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: set[Future[TendOutcome]] = {pool.submit(_tend_in_worker, t) for t in tenants}
+        pending: set[Future[TendOutcome]] = {pool.submit(_tend_in_worker, t, verbose) for t in tenants}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:

@@ -6,7 +6,6 @@ import inspect
 from collections.abc import Callable, Collection, Iterator, Sequence
 
 import dagster as dg
-from neo4j import Session
 
 from mem_resources.partitions import tenant_of, tenant_partitions
 
@@ -28,14 +27,10 @@ def checks_step(name: str, asset: dg.AssetsDefinition, checks: Sequence[Check],
                           required_resource_keys={"neo4j", *(r for names in extra.values() for r in names)})
     def _checks(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
         tenant = tenant_of(context)
-        session: Session
         with context.resources.neo4j.session() as session:
             for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name):
-                check = by_name[key.name]
                 resources = {r: getattr(context.resources, r) for r in extra[key.name]}
-                result = check(session, tenant, **resources)
-                yield dg.AssetCheckResult(check_name=key.name, asset_key=key.asset_key, passed=result.passed,
-                                          severity=result.severity, description=result.description,
-                                          metadata=result.metadata)
+                result = by_name[key.name](session, tenant, **resources)
+                yield result._replace(check_name=key.name, asset_key=key.asset_key)
 
     return _checks

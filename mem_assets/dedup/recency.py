@@ -34,10 +34,14 @@ class Recency:
         return f"{self.stated_at.isoformat()} in {where}"
 
 
-def recency(item: MemoryItem) -> Recency:
+def _stated(created_at: datetime, updated_at: datetime, arrival: str | None) -> Recency:
     """A merged node's ``updated_at`` is its newest source's time, so the later of the two counts."""
+    return Recency(max(_aware(created_at), _aware(updated_at)), arrival or "")
+
+
+def recency(item: MemoryItem) -> Recency:
     meta = item.metadata
-    return Recency(max(_aware(meta.created_at), _aware(meta.updated_at)), meta.arrival or "")
+    return _stated(meta.created_at, meta.updated_at, meta.arrival)
 
 
 def recency_of(created_at: str | None, updated_at: str | None, arrival: str | None,
@@ -47,7 +51,7 @@ def recency_of(created_at: str | None, updated_at: str | None, arrival: str | No
     created = datetime.fromisoformat(created_at) if created_at else None
     updated = datetime.fromisoformat(updated_at) if updated_at else None
     created = created or updated or now
-    return Recency(max(_aware(created), _aware(updated or created)), arrival or "")
+    return _stated(created, updated or created, arrival)
 
 
 def compare(a: Recency, b: Recency) -> int | None:
