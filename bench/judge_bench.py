@@ -4,13 +4,15 @@ Texts come from ``dedup_bench.synthetic_texts`` (half English, half Chinese, wit
 city conflicts as there); each new text is paired with its ``--top-k`` nearest existing texts by
 WordLlama cosine, as the candidate search does, so a text sits in several pairs. Timed:
 
-1. end to end, cold: ``judge_model.predict`` (both orders of every pair, as the offline judge);
-2. the same work split by stage, cold again: parse, embed, feature rows, tree predict;
+1. end to end, cold: ``judge_model.predict`` (both orders of every pair, as the offline judge)
+   with the fast model, then with the accurate one (multilingual-e5 too) on the first
+   ``--accurate-pairs`` pairs;
+2. the fast model's work split by stage, cold again: parse, embed, feature rows, tree predict;
 3. ``judging.build_requests`` over those pairs as a frame.
 
 Each line carries the 1-minute load average before and after it (``measure.measured``).
 
-    python bench/judge_bench.py [--pairs 20000] [--top-k 5]
+    python bench/judge_bench.py [--pairs 20000] [--accurate-pairs 2000] [--top-k 5]
 """
 
 from __future__ import annotations
@@ -69,21 +71,24 @@ def cold() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20_000)
+    parser.add_argument("--accurate-pairs", type=int, default=2_000)
     parser.add_argument("--top-k", type=int, default=5)
     args = parser.parse_args()
     pairs = bench_pairs(args.pairs, args.top_k)
     both = [*pairs, *((b, a) for a, b in pairs)]
     texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-    model = judge_model.load()
     parse("预热")
     print(f"## {len(pairs)} pairs, {len(texts)} distinct texts "
           f"({sum(parse(t).zh for t in texts)} Chinese); features in both orders")
-    cold()
-
-    with measured() as total:
-        judge_model.predict(pairs, model)
-    print(f"{total.line('end to end (predict)')}; {len(pairs) / total.seconds:.0f} pairs/s, "
-          f"{1000 * total.seconds / len(pairs):.3f} ms/pair")
+    for kind, subset in (("fast", pairs), ("accurate", pairs[:args.accurate_pairs])):
+        cold()
+        distinct = len({t for pair in subset for t in pair})
+        with measured() as total:
+            judge_model.predict(subset, judge_model.load(judge_model.model_file(kind)))
+        print(f"{total.line(f'end to end (predict, {kind} model, {len(subset)} pairs)')}; "
+              f"{len(subset) / total.seconds:.0f} pairs/s, {1000 * total.seconds / len(subset):.3f} ms/pair, "
+              f"{1000 * total.seconds / distinct:.2f} ms/distinct text")
+    model = judge_model.load(judge_model.model_file("fast"))
 
     cold()
     featurizer = PairFeaturizer(wordllama_embed)

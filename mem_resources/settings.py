@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     llm_model: str = Field(default="gpt-4o-mini", validation_alias=_env("MEMTEND_LLM_MODEL"))
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
+    offline_judge: Literal["accurate", "fast"] = Field(
+        default="accurate", validation_alias=_env("MEMTEND_OFFLINE_JUDGE"),
+        description="accurate: pair model that also reads multilingual-e5 (~12 ms per new text); "
+                    "fast: static word vectors only (~0.5 ms per pair, lower recall).")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
                                  description="Seconds one LLM/embedding request may take.")
@@ -89,7 +93,8 @@ class Settings(BaseSettings):
         description="in_process: a run's steps share one process (cheap; one tenant's steps run "
                     "one after another anyway); multiprocess: a process per step.")
 
-    @field_validator("embedder", "llm", "automation", "executor", "llm_response_format", mode="before")
+    @field_validator("embedder", "llm", "offline_judge", "automation", "executor", "llm_response_format",
+                     mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

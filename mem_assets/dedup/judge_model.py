@@ -21,14 +21,20 @@ from typing import Literal
 
 import numpy as np
 
-from mem_assets.dedup.pair_features import FEATURE_NAMES, Embed, PairFeaturizer
-from mem_resources.embedder import wordllama_embed
+from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 
 Label = Literal["redundant", "contradictory", "independent"]
+ModelKind = Literal["accurate", "fast"]
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_NAME = "judge-v2"
-MODEL_FILE = MODEL_DIR / f"{MODEL_NAME}.json"
+MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v3", "fast": "judge-v2"}
+"""``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~12 ms per distinct text of
+the candidate pairs on two cores); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
+
+
+def model_file(kind: ModelKind = "accurate") -> Path:
+    return MODEL_DIR / f"{MODEL_NAMES[kind]}.json"
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class JudgeModel:
     trees: tuple[tuple[Tree, ...], ...]
     thresholds: dict[str, float]
     fingerprint: str
+    deep: bool
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
@@ -118,25 +125,29 @@ def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]
 
 def model_from_json(text: str, fingerprint: str) -> JudgeModel:
     spec = json.loads(text)
-    if tuple(spec["features"]) != FEATURE_NAMES:
+    features = tuple(spec["features"])
+    if features not in (FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES):
         raise ValueError("judge model was trained on other features: retrain it with "
                          "`python -m mem_assets.dedup.training`")
     trees = tuple(tuple(Tree(*(np.asarray(t[key]) for key in ("left", "right", "feature", "threshold", "value")))
                         for t in stage) for stage in spec["trees"])
     return JudgeModel(tuple(spec["classes"]), np.asarray(spec["init"], dtype=np.float64),
-                      float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint)
+                      float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint,
+                      deep=features != FEATURE_NAMES)
 
 
 @cache
-def load(path: Path = MODEL_FILE) -> JudgeModel:
-    """The shipped model; its fingerprint (file name + sha256) keys the judgment cache."""
+def load(path: Path | None = None) -> JudgeModel:
+    """A shipped model (the accurate one by default); its fingerprint (file name + sha256) keys
+    the judgment cache."""
+    path = path or model_file()
     raw = path.read_bytes()
     return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
 
 
-def feature_matrix(pairs: Sequence[tuple[str, str]], embed: Embed = wordllama_embed) -> np.ndarray:
+def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.ndarray:
     """Feature rows of (older, newer) pairs; each distinct text is parsed and embedded once."""
-    return PairFeaturizer(embed).matrix(pairs)
+    return PairFeaturizer(wordllama_embed, e5_embed if deep else None).matrix(pairs)
 
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
@@ -148,7 +159,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
         ("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        features = feature_matrix([*rest, *((b, a) for a, b in rest)])
+        features = feature_matrix([*rest, *((b, a) for a, b in rest)], deep=model.deep)
         judged = iter(model.decide(model.pair_probabilities(features[:len(rest)], features[len(rest):])))
         decided = [known or next(judged) for known in decided]
     return decided  # type: ignore[return-value]

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -95,19 +96,21 @@ class JudgeResource(ConfigurableResource, ABC):
 
 
 class OfflineJudge(JudgeResource):
-    """The shipped pair model (mem_assets/dedup/judge_model.py), precision first; fuses by keeping
-    the more informative text."""
+    """A shipped pair model (mem_assets/dedup/judge_model.py: ``accurate`` or ``fast``), precision
+    first; fuses by keeping the more informative text."""
+
+    model: Literal["accurate", "fast"] = "accurate"
 
     @property
     def fingerprint(self) -> str:
         from mem_assets.dedup import judge_model
 
-        return f"offline-model:{judge_model.load().fingerprint}"
+        return f"offline-model:{judge_model.load(judge_model.model_file(self.model)).fingerprint}"
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         from mem_assets.dedup import judge_model
 
-        decided = judge_model.predict(list(pairs))
+        decided = judge_model.predict(list(pairs), judge_model.load(judge_model.model_file(self.model)))
         judgments = [Judgment(label, f"judge model: P({label}) = {p:.2f}") for label, p in decided]
         return judgments, ChatUsage(calls=len(pairs))
 

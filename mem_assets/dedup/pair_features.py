@@ -489,6 +489,10 @@ FEATURE_NAMES: tuple[str, ...] = (
     "functional_shared", "functional_swap",
 )
 
+DEEP_FEATURE_NAMES: tuple[str, ...] = ("deep_cos", "deep_x_jaccard", "deep_minus_sem", "deep_x_contain_min")
+"""Read from a second, contextual embedder (multilingual-e5): it tells paraphrases from related but
+different facts far better than static word vectors ("allergic to cats" / "has a cat allergy")."""
+
 _ALIGNED = 0.6
 
 
@@ -547,12 +551,19 @@ class _Text:
 
 class PairFeaturizer:
     """Feature rows for many pairs; each distinct text is parsed and embedded once (``embed``
-    gives unit vectors for texts and single words: the semantic embedder)."""
+    gives unit vectors for texts and single words: the semantic embedder). With ``deep`` (unit
+    vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES``."""
 
-    def __init__(self, embed: Embed) -> None:
+    def __init__(self, embed: Embed, deep: Embed | None = None) -> None:
         self._embed = embed
+        self._deep = deep
         self._texts: dict[str, _Text] = {}
         self._words: dict[str, np.ndarray] = {}
+        self._deep_vectors: dict[str, np.ndarray] = {}
+
+    @property
+    def width(self) -> int:
+        return len(FEATURE_NAMES) + (len(DEEP_FEATURE_NAMES) if self._deep else 0)
 
     def _prepare(self, texts: Sequence[str]) -> None:
         new = [t for t in dict.fromkeys(texts) if t not in self._texts]
@@ -571,10 +582,23 @@ class PairFeaturizer:
 
     def matrix(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         if not pairs:
-            return np.zeros((0, len(FEATURE_NAMES)))
+            return np.zeros((0, self.width))
         with _without_cyclic_gc():
             self._prepare([t for pair in pairs for t in pair])
-            return np.array([self._row(a, b) for a, b in pairs], dtype=np.float64)
+            base = np.array([self._row(a, b) for a, b in pairs], dtype=np.float64)
+        return base if self._deep is None else np.hstack([base, self._deep_columns(pairs, base)])
+
+    def _deep_columns(self, pairs: Sequence[tuple[str, str]], base: np.ndarray) -> np.ndarray:
+        assert self._deep is not None
+        new = [t for t in dict.fromkeys(t for pair in pairs for t in pair) if t not in self._deep_vectors]
+        if new:
+            self._deep_vectors.update(zip(new, self._deep(new), strict=True))
+        older = np.stack([self._deep_vectors[a] for a, _ in pairs])
+        newer = np.stack([self._deep_vectors[b] for _, b in pairs])
+        cos = (older * newer).sum(axis=1, dtype=np.float64)
+        column = {name: base[:, i] for i, name in enumerate(FEATURE_NAMES)}
+        return np.column_stack([cos, cos * column["jaccard"], cos - column["sem_cos"],
+                                cos * column["contain_min"]])
 
     def _row(self, a: str, b: str) -> list[float]:
         ta_, tb_ = self._texts[a], self._texts[b]
@@ -661,9 +685,10 @@ class PairFeaturizer:
         ]
 
 
-def pair_features(a: str, b: str, embed: Embed) -> np.ndarray:
-    """The feature vector (FEATURE_NAMES order) of an older text ``a`` and a newer text ``b``."""
-    return PairFeaturizer(embed).matrix([(a, b)])[0]
+def pair_features(a: str, b: str, embed: Embed, deep: Embed | None = None) -> np.ndarray:
+    """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``) of an older
+    text ``a`` and a newer text ``b``."""
+    return PairFeaturizer(embed, deep).matrix([(a, b)])[0]
 
 
 def informativeness(text: str) -> tuple[int, int]:

@@ -1,6 +1,9 @@
 """Rebuild the shipped judge model from data/judge/train.jsonl, reproducibly.
 
-``python -m mem_assets.dedup.training [--train PATH] [--out PATH]``
+``python -m mem_assets.dedup.training [--model accurate|fast] [--train PATH] [--out PATH]``
+
+``accurate`` (judge-v3, the default) learns from ``FEATURE_NAMES`` and ``DEEP_FEATURE_NAMES``
+(multilingual-e5); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
 
 1. Features of every training pair (``pair_features``), in both orders: which of two redundant or
    independent memories is "newer" is arbitrary, so those pairs are also learned swapped (a
@@ -37,13 +40,14 @@ from sklearn.model_selection import GroupKFold
 
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.judge_model import (
-    MODEL_FILE,
-    MODEL_NAME,
+    MODEL_NAMES,
+    ModelKind,
+    model_file,
     model_from_json,
     symmetrize,
 )
-from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
-from mem_resources.embedder import wordllama_embed
+from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 
 TRAIN_FILE = Path(__file__).parents[2] / "data" / "judge" / "train.jsonl"
@@ -51,8 +55,10 @@ WRONG_BUDGET = 0.015
 GRID = np.round(np.arange(0.30, 0.99, 0.02), 2)
 SHUFFLES = (0, 1, 2)
 EASY_NEGATIVES = 1500
-PARAMS = {"n_estimators": 200, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8,
-          "min_samples_leaf": 10, "random_state": 0}
+PARAMS = {"accurate": {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
+                       "min_samples_leaf": 10, "random_state": 0},
+          "fast": {"n_estimators": 200, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8,
+                   "min_samples_leaf": 10, "random_state": 0}}
 CLASSES = ["contradictory", "independent", "redundant"]
 JUDGED = ("redundant", "contradictory")
 
@@ -116,9 +122,9 @@ def easy_negatives(rows: list[dict], featurizer: PairFeaturizer, seed: int) -> n
 
 
 def _fit(features: np.ndarray, swapped: np.ndarray, truth: np.ndarray,
-         negatives: np.ndarray) -> GradientBoostingClassifier:
+         negatives: np.ndarray, params: dict) -> GradientBoostingClassifier:
     both_ways = truth != "contradictory"
-    return GradientBoostingClassifier(**PARAMS).fit(
+    return GradientBoostingClassifier(**params).fit(
         np.vstack([features, swapped[both_ways], negatives]),
         np.concatenate([truth, truth[both_ways], ["independent"] * len(negatives)]))
 
@@ -139,7 +145,7 @@ def _scores(truth: np.ndarray, predicted: np.ndarray) -> dict:
 
 
 def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
-                   featurizer: PairFeaturizer) -> tuple[dict, dict]:
+                   featurizer: PairFeaturizer, params: dict) -> tuple[dict, dict]:
     """Thresholds chosen on the pooled out-of-fold probabilities, and the CV scores they give."""
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
@@ -150,7 +156,7 @@ def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
         probabilities = np.zeros((len(rows), len(CLASSES)))
         for fit_rows, test_rows in GroupKFold(5, shuffle=True, random_state=seed).split(features, truth, groups):
             negatives = easy_negatives([rows[i] for i in fit_rows], featurizer, seed)
-            model = _fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives)
+            model = _fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives, params)
             probabilities[test_rows] = symmetrize(model.predict_proba(features[test_rows]),
                                                   model.predict_proba(swapped[test_rows]), CLASSES)
         runs.append(_as_pipeline(probabilities, candidate, exact))
@@ -164,8 +170,8 @@ def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
     return thresholds, {"folds": 5, "shuffles": len(SHUFFLES), "wrong_budget": WRONG_BUDGET, "runs": per_run}
 
 
-def export(model: GradientBoostingClassifier, thresholds: dict, extra: dict) -> str:
-    init = model.init_.predict_proba(np.zeros((1, len(FEATURE_NAMES))))[0]
+def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict, extra: dict) -> str:
+    init = model.init_.predict_proba(np.zeros((1, model.n_features_in_)))[0]
     trees = []
     for stage in model.estimators_:
         trees.append([{
@@ -174,25 +180,26 @@ def export(model: GradientBoostingClassifier, thresholds: dict, extra: dict) -> 
             "threshold": [round(float(x), 9) for x in t.tree_.threshold],
             "value": [round(float(x), 9) for x in t.tree_.value[:, 0, 0]],
         } for t in stage])
-    spec = {"name": MODEL_NAME, "version": 2, "features": list(FEATURE_NAMES),
+    features = FEATURE_NAMES + (DEEP_FEATURE_NAMES if kind == "accurate" else ())
+    spec = {"name": MODEL_NAMES[kind], "version": 3 if kind == "accurate" else 2, "features": list(features),
             "classes": [str(c) for c in model.classes_],
             "init": np.log(np.clip(init, 1e-12, None)).round(9).tolist(),
             "learning_rate": model.learning_rate, "thresholds": thresholds, "trees": trees, **extra}
     return json.dumps(spec, separators=(",", ":"), sort_keys=True) + "\n"
 
 
-def train(train_file: Path = TRAIN_FILE) -> tuple[str, dict]:
+def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate") -> tuple[str, dict]:
     rows = read_pairs(train_file)
-    featurizer = PairFeaturizer(wordllama_embed)
+    featurizer = PairFeaturizer(wordllama_embed, e5_embed if kind == "accurate" else None)
     both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
     features, swapped = both[:len(rows)], both[len(rows):]
     truth = np.array([r["label"] for r in rows])
-    thresholds, report = cross_validate(rows, features, swapped, featurizer)
+    thresholds, report = cross_validate(rows, features, swapped, featurizer, PARAMS[kind])
     report = {"train_pairs": len(rows), "easy_negatives": EASY_NEGATIVES, **report}
-    model = _fit(features, swapped, truth, easy_negatives(rows, featurizer, 0))
+    model = _fit(features, swapped, truth, easy_negatives(rows, featurizer, 0), PARAMS[kind])
     if list(model.classes_) != CLASSES:
         raise RuntimeError(f"unexpected classes {model.classes_}")
-    text = export(model, thresholds, {"training": report})
+    text = export(model, kind, thresholds, {"training": report})
     exported = model_from_json(text, "check")
     if not np.allclose(exported.probabilities(features), model.predict_proba(features), atol=1e-6):
         raise RuntimeError("exported trees disagree with scikit-learn's probabilities")
@@ -201,13 +208,15 @@ def train(train_file: Path = TRAIN_FILE) -> tuple[str, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=list(MODEL_NAMES), default="accurate")
     parser.add_argument("--train", type=Path, default=TRAIN_FILE)
-    parser.add_argument("--out", type=Path, default=MODEL_FILE)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    text, report = train(args.train)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, "utf-8")
-    print(json.dumps({**report, "model": str(args.out), "bytes": len(text.encode())}, indent=1))
+    out = args.out or model_file(args.model)
+    text, report = train(args.train, args.model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, "utf-8")
+    print(json.dumps({**report, "model": str(out), "bytes": len(text.encode())}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""The shipped judge model must keep seeing the numbers it was trained on: any change to how pair
-features are computed (a speed-up, a refactor) has to give bit-identical feature matrices and the
-same labels on every pair of the judge data. The digests were recorded from the featurizer the
+"""The shipped fast judge model (judge-v2) must keep seeing the numbers it was trained on: any
+change to how pair features are computed (a speed-up, a refactor) has to give bit-identical
+feature matrices and the same labels on every pair of the judge data. The digests were recorded from the featurizer the
 model was trained with (commit c440674), before any speed work; a deliberate feature change
 retrains the model and records new digests. Float results come from numpy and WordLlama on this
 platform (x86-64, the locked requirements)."""
@@ -22,11 +22,17 @@ LABELS_SHA256 = "cc6e054d661a29083f8ce55fb281130e1265bcd571dccae528c772fff3a9a48
 PROBABILITIES_SHA256 = "0cc8a50098e8a02a77d1fa7489defe697a3c0b8f795b1ed4f269468339508328"
 
 
+#: Groups written after the digests were recorded (for judge-v3).
+LATER_FILES = ("en_13_negated_neighbours:", "zh_11_negated_neighbours:")
+
+
 @pytest.fixture(scope="module")
 def pairs() -> list[tuple[str, str]]:
-    """Every (a, b) of the train and held-out files, in file order (labels are not read)."""
+    """Every (a, b) of the train and held-out files, in file order (labels are not read), but
+    those of groups written later."""
     return [(row["a"], row["b"]) for name in ("train.jsonl", "heldout.jsonl")
-            for row in map(json.loads, (DATA / name).read_text("utf-8").splitlines())]
+            for row in map(json.loads, (DATA / name).read_text("utf-8").splitlines())
+            if not row["group"].startswith(LATER_FILES)]
 
 
 def sha256(data: bytes) -> str:
@@ -34,13 +40,13 @@ def sha256(data: bytes) -> str:
 
 
 def test_feature_matrix_is_bit_identical_to_the_trained_featurizer(pairs):
-    features = judge_model.feature_matrix(pairs)
+    features = judge_model.feature_matrix(pairs, deep=False)
     assert features.shape == (5718, len(judge_model.FEATURE_NAMES))
     assert sha256(features.tobytes()) == FEATURES_SHA256
 
 
 def test_labels_and_probabilities_are_unchanged(pairs):
-    decided = judge_model.predict(pairs)
+    decided = judge_model.predict(pairs, judge_model.load(judge_model.model_file("fast")))
     assert sha256("\n".join(label for label, _ in decided).encode()) == LABELS_SHA256
     assert sha256("\n".join(f"{label}:{p!r}" for label, p in decided).encode()) == PROBABILITIES_SHA256
 
