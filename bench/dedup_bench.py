@@ -3,7 +3,8 @@
 1. Quality on tests/data/labeled_pairs.jsonl: the offline judge's precision and recall per label,
    and the hashing embedder's threshold calibration (candidate recall vs threshold).
 2. Scale: M new items against N existing ones in one tenant, the configured embedder
-   (``MEMTEND_EMBEDDER``, default the offline WordLlama) and the offline judge, through the real
+   (``MEMTEND_EMBEDDER``, default the offline WordLlama) and the offline judge
+   (``MEMTEND_OFFLINE_JUDGE``, default accurate), through the real
    assets: candidate search, judging and merging wall time, pairs, merges, peak RSS. Each stage
    prints the 1-minute load before and after it; candidate search also its ratio to a bare
    float32 matrix product of the same shape (new x active x dimension) timed in the same run.
@@ -167,7 +168,7 @@ def reset_marks(neo4j: Neo4jResource, ids: list[str]) -> None:
                     ids=ids, t=TENANT).consume()
 
 
-def scale(neo4j: Neo4jResource, embedder: EmbedderResource, existing: int, new: int,
+def scale(neo4j: Neo4jResource, embedder: EmbedderResource, judge: OfflineJudge, existing: int, new: int,
           vector_index: bool) -> dict[str, float]:
     rng = random.Random(existing)
     clear_tenant(neo4j)
@@ -199,7 +200,7 @@ def scale(neo4j: Neo4jResource, embedder: EmbedderResource, existing: int, new: 
     with tempfile.TemporaryDirectory() as tmp, dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("tenants", [TENANT])
         resources = {"neo4j": neo4j, "embedder": embedder,
-                     "judge": OfflineJudge(), "io_manager": dg.FilesystemIOManager(base_dir=tmp)}
+                     "judge": judge, "io_manager": dg.FilesystemIOManager(base_dir=tmp)}
         assets = [dedup_candidates, relation_judgments, merged_nodes]
 
         def stage(asset: dg.AssetsDefinition, run_config: dict | None = None,
@@ -254,12 +255,13 @@ def main() -> None:
     settings = load_settings()
     neo4j = Neo4jResource(uri=ensure_neo4j_uri(settings), embedding_dimension=settings.dimension)
     embedder = build_embedder(settings, in_dagster=False)
+    judge = OfflineJudge(model=settings.offline_judge)
     results = {}
     for existing in args.existing:
-        figures = scale(neo4j, embedder, existing, args.new, args.vector_index)
+        figures = scale(neo4j, embedder, judge, existing, args.new, args.vector_index)
         results[existing] = figures
         print(f"## {figures['new']:.0f} new vs {figures['existing']:.0f} existing (one tenant, "
-              f"{type(embedder).__name__} {embedder.dimension} dims, offline judge)")
+              f"{type(embedder).__name__} {embedder.dimension} dims, offline judge {judge.model})")
         for name, figure in figures.pop("stages").items():
             print(f"  {figure.line(name)}")
         for key, value in figures.items():

@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     offline_judge: Literal["accurate", "fast"] = Field(
         default="accurate", validation_alias=_env("MEMTEND_OFFLINE_JUDGE"),
-        description="accurate: pair model that also reads multilingual-e5 (~12 ms per new text); "
+        description="accurate: pair model that also reads multilingual-e5 (~17 ms per distinct text); "
                     "fast: static word vectors only (~0.5 ms per pair, lower recall).")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),

@@ -29,7 +29,7 @@ Label = Literal["redundant", "contradictory", "independent"]
 ModelKind = Literal["accurate", "fast"]
 MODEL_DIR = Path(__file__).parent / "models"
 MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v3", "fast": "judge-v2"}
-"""``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~12 ms per distinct text of
+"""``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
 the candidate pairs on two cores); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
 
 
