@@ -145,21 +145,29 @@ def load(path: Path | None = None) -> JudgeModel:
     return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
 
 
+def featurizer(deep: bool = True) -> PairFeaturizer:
+    """A featurizer for the accurate (``deep``) or the fast model; it keeps every text it has
+    parsed and embedded, so pairs judged in several batches embed each text once."""
+    return PairFeaturizer(wordllama_embed, e5_embed if deep else None)
+
+
 def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.ndarray:
     """Feature rows of (older, newer) pairs; each distinct text is parsed and embedded once."""
-    return PairFeaturizer(wordllama_embed, e5_embed if deep else None).matrix(pairs)
+    return featurizer(deep).matrix(pairs)
 
 
-def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None
-            ) -> list[tuple[Label, float]]:
+def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
+            features_of: PairFeaturizer | None = None) -> list[tuple[Label, float]]:
     """Label (older, newer) text pairs with the shipped model; returns (label, probability).
-    Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright."""
+    Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
+    ``features_of``: a featurizer (of the model's kind) shared across calls."""
     model = model or load()
     decided: list[tuple[Label, float] | None] = [
         ("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        features = feature_matrix([*rest, *((b, a) for a, b in rest)], deep=model.deep)
+        both_orders = [*rest, *((b, a) for a, b in rest)]
+        features = (features_of or featurizer(model.deep)).matrix(both_orders)
         judged = iter(model.decide(model.pair_probabilities(features[:len(rest)], features[len(rest):])))
         decided = [known or next(judged) for known in decided]
     return decided  # type: ignore[return-value]

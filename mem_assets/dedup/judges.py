@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -61,6 +61,19 @@ class Fusion:
     unsupported: bool = False
 
 
+Advance = Callable[[int], None]
+"""Told how many more pairs are judged, as they are (progress)."""
+
+
+def _split(judged: Sequence[Judgment], requests: Sequence[JudgeRequest]) -> list[list[Judgment]]:
+    """A flat list of judgments back into one list per request."""
+    results, start = [], 0
+    for request in requests:
+        results.append(list(judged[start:start + len(request.candidates)]))
+        start += len(request.candidates)
+    return results
+
+
 class JudgeResource(ConfigurableResource, ABC):
     """Decides how two memories of one tenant relate, and how to fuse a redundant group."""
 
@@ -73,16 +86,15 @@ class JudgeResource(ConfigurableResource, ABC):
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         """Label (older, newer) text pairs."""
 
-    def judge_requests(self, requests: Sequence[JudgeRequest]) -> tuple[list[list[Judgment]], ChatUsage]:
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None
+                       ) -> tuple[list[list[Judgment]], ChatUsage]:
         """Label each request's candidates against its new memory; by default every pair in one
         batch of ``judge_pairs``."""
         flat = [pair for request in requests for pair in request.pairs()]
         judged, usage = self.judge_pairs(flat)
-        results, start = [], 0
-        for request in requests:
-            results.append(judged[start:start + len(request.candidates)])
-            start += len(request.candidates)
-        return results, usage
+        if advance:
+            advance(len(flat))
+        return _split(judged, requests), usage
 
     @abstractmethod
     def fuse(self, texts: Sequence[str], label: Label,
@@ -93,6 +105,9 @@ class JudgeResource(ConfigurableResource, ABC):
     def run_deadline_s(self) -> float | None:
         """Seconds one run may spend judging; None: no limit."""
         return None
+
+
+REQUESTS_PER_BATCH = 200
 
 
 class OfflineJudge(JudgeResource):
@@ -108,11 +123,32 @@ class OfflineJudge(JudgeResource):
         return f"offline-model:{judge_model.load(judge_model.model_file(self.model)).fingerprint}"
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        [judgments], usage = self._judge_batches([list(pairs)])
+        return judgments, usage
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None
+                       ) -> tuple[list[list[Judgment]], ChatUsage]:
+        """In batches of ``REQUESTS_PER_BATCH`` new memories, so progress moves while a long run
+        judges (the accurate model embeds ~60 texts a second); one featurizer for all batches,
+        so a text shared by several batches is embedded once."""
+        batches = [requests[i:i + REQUESTS_PER_BATCH] for i in range(0, len(requests), REQUESTS_PER_BATCH)]
+        flat, usage = self._judge_batches([[p for r in batch for p in r.pairs()] for batch in batches], advance)
+        return [judgments for batch, judged in zip(batches, flat, strict=True)
+                for judgments in _split(judged, batch)], usage
+
+    def _judge_batches(self, batches: Sequence[Sequence[tuple[str, str]]], advance: Advance | None = None
+                       ) -> tuple[list[list[Judgment]], ChatUsage]:
         from mem_assets.dedup import judge_model
 
-        decided = judge_model.predict(list(pairs), judge_model.load(judge_model.model_file(self.model)))
-        judgments = [Judgment(label, f"judge model: P({label}) = {p:.2f}") for label, p in decided]
-        return judgments, ChatUsage(calls=len(pairs))
+        model = judge_model.load(judge_model.model_file(self.model))
+        shared = judge_model.featurizer(model.deep)
+        results = []
+        for pairs in batches:
+            decided = judge_model.predict(pairs, model, shared)
+            results.append([Judgment(label, f"judge model: P({label}) = {p:.2f}") for label, p in decided])
+            if advance:
+                advance(len(pairs))
+        return results, ChatUsage(calls=sum(len(pairs) for pairs in batches))
 
     def fuse(self, texts: Sequence[str], label: Label,
              dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
@@ -140,7 +176,8 @@ class OpenAIJudge(JudgeResource):
     def run_deadline_s(self) -> float | None:
         return self.deadline_s
 
-    def judge_requests(self, requests: Sequence[JudgeRequest]) -> tuple[list[list[Judgment]], ChatUsage]:
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None
+                       ) -> tuple[list[list[Judgment]], ChatUsage]:
         client = self.chat.client()
         deadline = time.monotonic() + self.deadline_s
 
@@ -159,8 +196,14 @@ class OpenAIJudge(JudgeResource):
                 return [Judgment("independent", f"judge failed: {kinds}", failed=True)] * count, usage
             return [Judgment(v.relation, v.reason or "(no reason given)") for v in verdict.labels()], usage
 
+        def counted(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
+            outcome = one(request)
+            if advance:
+                advance(len(request.candidates))
+            return outcome
+
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            results = list(pool.map(one, requests))
+            results = list(pool.map(counted, requests))
         usage = ChatUsage()
         for _, call_usage in results:
             usage.add(call_usage)

@@ -93,8 +93,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     if not todo.empty:
         requests, covered = build_requests(todo)
         with tracked(label, sink, total=len(todo), unit="pairs") as progress:
-            results, usage = judge.judge_requests(requests)
-            progress.advance(len(todo))
+            results, usage = judge.judge_requests(requests, progress.advance)
         todo_keys = [keys[position] for position in sorted(first_of_key.values())]
         for positions, judgments in zip(covered, results, strict=True):
             for position, judgment in zip(positions, judgments, strict=True):
