@@ -84,11 +84,11 @@ def main() -> None:
         cold()
         distinct = len({t for pair in subset for t in pair})
         with measured() as total:
-            judge_model.predict(subset, judge_model.load(judge_model.model_file(kind)))
+            judge_model.predict(subset, judge_model.load(kind))
         print(f"{total.line(f'end to end (predict, {kind} model, {len(subset)} pairs)')}; "
               f"{len(subset) / total.seconds:.0f} pairs/s, {1000 * total.seconds / len(subset):.3f} ms/pair, "
               f"{1000 * total.seconds / distinct:.2f} ms/distinct text")
-    model = judge_model.load(judge_model.model_file("fast"))
+    model = judge_model.load("fast")
 
     cold()
     featurizer = PairFeaturizer(wordllama_embed)

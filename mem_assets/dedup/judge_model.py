@@ -17,16 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
+from mem_assets.dedup.labels import Label, ModelKind
 from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 
-Label = Literal["redundant", "contradictory", "independent"]
-ModelKind = Literal["accurate", "fast"]
 MODEL_DIR = Path(__file__).parent / "models"
 MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v3", "fast": "judge-v2"}
 """``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
@@ -137,10 +135,9 @@ def model_from_json(text: str, fingerprint: str) -> JudgeModel:
 
 
 @cache
-def load(path: Path | None = None) -> JudgeModel:
-    """A shipped model (the accurate one by default); its fingerprint (file name + sha256) keys
-    the judgment cache."""
-    path = path or model_file()
+def load(kind: ModelKind = "accurate") -> JudgeModel:
+    """A shipped model; its fingerprint (file name + sha256) keys the judgment cache."""
+    path = model_file(kind)
     raw = path.read_bytes()
     return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
 

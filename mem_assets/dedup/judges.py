@@ -17,7 +17,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -31,7 +30,7 @@ from mem_assets.dedup.judge_requests import (
     fuse_message,
     judge_message,
 )
-from mem_assets.dedup.labels import Label
+from mem_assets.dedup.labels import Label, ModelKind
 from mem_assets.dedup.prompts import FUSE_SYSTEM, JUDGE_SYSTEM
 from mem_resources.llm import ChatUsage, OpenAIChatResource
 from mem_resources.text import unsupported_words
@@ -114,13 +113,13 @@ class OfflineJudge(JudgeResource):
     """A shipped pair model (mem_assets/dedup/judge_model.py: ``accurate`` or ``fast``), precision
     first; fuses by keeping the more informative text."""
 
-    model: Literal["accurate", "fast"] = "accurate"
+    model: ModelKind = "accurate"
 
     @property
     def fingerprint(self) -> str:
         from mem_assets.dedup import judge_model
 
-        return f"offline-model:{judge_model.load(judge_model.model_file(self.model)).fingerprint}"
+        return f"offline-model:{judge_model.load(self.model).fingerprint}"
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         [judgments], usage = self._judge_batches([list(pairs)])
@@ -140,7 +139,7 @@ class OfflineJudge(JudgeResource):
                        ) -> tuple[list[list[Judgment]], ChatUsage]:
         from mem_assets.dedup import judge_model
 
-        model = judge_model.load(judge_model.model_file(self.model))
+        model = judge_model.load(self.model)
         shared = judge_model.featurizer(model.deep)
         results = []
         for pairs in batches:

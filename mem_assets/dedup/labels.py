@@ -6,6 +6,9 @@ from typing import Literal, get_args
 Label = Literal["redundant", "contradictory", "independent"]
 LABELS: tuple[str, ...] = get_args(Label)
 
+ModelKind = Literal["accurate", "fast"]
+"""Which shipped offline judge model decides (mem_assets/dedup/judge_model.py)."""
+
 #: What models answer instead of the three labels (case and punctuation ignored).
 SYNONYMS = {
     "redundant": ("redundant", "redundancy", "duplicate", "duplicates", "duplicated", "same",

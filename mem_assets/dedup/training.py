@@ -41,11 +41,11 @@ from sklearn.model_selection import GroupKFold
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.judge_model import (
     MODEL_NAMES,
-    ModelKind,
     model_file,
     model_from_json,
     symmetrize,
 )
+from mem_assets.dedup.labels import ModelKind
 from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text

@@ -46,7 +46,7 @@ def test_feature_matrix_is_bit_identical_to_the_trained_featurizer(pairs):
 
 
 def test_labels_and_probabilities_are_unchanged(pairs):
-    decided = judge_model.predict(pairs, judge_model.load(judge_model.model_file("fast")))
+    decided = judge_model.predict(pairs, judge_model.load("fast"))
     assert sha256("\n".join(label for label, _ in decided).encode()) == LABELS_SHA256
     assert sha256("\n".join(f"{label}:{p!r}" for label, p in decided).encode()) == PROBABILITIES_SHA256
 

@@ -86,10 +86,10 @@ def test_exact_duplicates_are_redundant_and_clear_cases_hold():
 def test_model_file_fingerprint_keys_the_judgment_cache(kind, features):
     raw = judge_model.model_file(kind).read_bytes()
     digest = hashlib.sha256(raw).hexdigest()[:16]
-    assert judge_model.load(judge_model.model_file(kind)).fingerprint.endswith(digest)
+    assert judge_model.load(kind).fingerprint.endswith(digest)
     assert digest in OfflineJudge(model=kind).fingerprint
     assert json.loads(raw)["features"] == list(features)
-    assert judge_model.load(judge_model.model_file(kind)).deep == (kind == "accurate")
+    assert judge_model.load(kind).deep == (kind == "accurate")
 
 
 def test_probabilities_are_a_distribution():
