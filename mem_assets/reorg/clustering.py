@@ -7,6 +7,8 @@
   every leaf holds at most ``max_cluster_size`` rows (MiniBatchKMeans above one batch).
 
 Everything is seeded and works on rows sorted by the caller, so the same input gives the same plan.
+SciPy's and scikit-learn's clustering are imported by the functions that use them: importing them
+costs every process about 2 s, and only the runs that cluster need them.
 """
 
 from __future__ import annotations
@@ -15,10 +17,6 @@ import math
 import warnings
 
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import squareform
-from sklearn.cluster import KMeans, MiniBatchKMeans
-from sklearn.exceptions import ConvergenceWarning
 
 #: A split whose largest part keeps this share of the rows made no progress worth another fit.
 _STUCK_SHARE = 0.8
@@ -32,6 +30,9 @@ _CHUNK_FACTOR = 3
 
 
 def _kmeans_labels(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans, MiniBatchKMeans
+    from sklearn.exceptions import ConvergenceWarning
+
     model: KMeans | MiniBatchKMeans
     if len(vectors) <= _MINI_BATCH_ROWS:
         model = KMeans(n_clusters=k, random_state=seed, n_init=1)
@@ -94,6 +95,9 @@ def similar_groups(vectors: np.ndarray, min_similarity: float, block_rows: int =
     linkage needs time and memory quadratic in its input); groups of one theme split across
     blocks are joined again by ``merge_groups``. ``vectors`` are unit rows.
     """
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
     rows = np.arange(len(vectors))
     if len(rows) < 2:
         return [rows] if len(rows) else []

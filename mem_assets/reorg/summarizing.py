@@ -19,16 +19,15 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import snowballstemmer
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from mem_assets.reorg.summarizers import TopicSummary
-from mem_resources.text import chinese_words, is_chinese
+from mem_resources.text import chinese_words, english_stop_words, is_chinese
 
 _CJK_STOP = frozenset({"我们", "你们", "他们", "今天", "昨天", "一个", "这个", "那个", "已经", "最近",
                        "每天", "每次", "每周", "因为", "所以", "但是", "就是", "还是", "没有", "特别",
                        "用户", "一次", "一只", "一家", "大约"})
 #: Memories are written about "the user": naming a topic after that says nothing.
-_EN_STOP = ENGLISH_STOP_WORDS | {"user", "users"}
+_EN_USER = frozenset({"user", "users"})
 
 
 #: Words that say nothing about what a topic is about when naming it (how memories are phrased).
@@ -74,7 +73,8 @@ def phrases(text: str) -> dict[str, str]:
                     found.setdefault(f"z:{word}", word)
             continue
         word = token.lower().removesuffix("'s")
-        if not word[:1].isalpha() or len(word) < 3 or word in _EN_STOP or word in _EN_GENERIC:
+        if (not word[:1].isalpha() or len(word) < 3 or word in english_stop_words()
+                or word in _EN_USER or word in _EN_GENERIC):
             previous = None
             continue
         stem = _stem(word)
