@@ -1,5 +1,7 @@
 """The code location loads, and workspace.yaml, pyproject and dagster.yaml agree with it."""
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -32,3 +34,14 @@ def test_instance_config_limits_each_tenant_to_one_run_at_a_time():
         "tag_concurrency_limits"]
     assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True},
             "limit": 1} in limits
+
+
+def test_loading_the_definitions_leaves_the_heavy_libraries_to_the_runs_that_use_them():
+    """Every run, sensor tick and CLI command loads the definitions (and `memtend` its commands)
+    first: scikit-learn, SciPy's clustering and jieba (~2.5 s of imports) wait until a step
+    clusters, scores topics or reads Chinese."""
+    probe = ("import sys, mem_assets.definitions, mem_assets.cli; "
+             "print(sorted(m for m in ('sklearn', 'scipy.cluster', 'jieba') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-W", "ignore", "-c", probe], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    assert loaded == "[]"
