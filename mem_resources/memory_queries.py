@@ -79,11 +79,13 @@ def write_memories(tx: ManagedTransaction, tenant: str, nodes: Iterable[MemoryIt
 
 
 def trim_working_memory(tx: ManagedTransaction, tenant: str, capacity: int, now: datetime) -> int:
-    """Archive the oldest activated WorkingMemory nodes beyond ``capacity`` (FIFO, never delete)."""
+    """Archive the oldest activated WorkingMemory nodes beyond ``capacity`` (FIFO, never delete).
+    Runs with every ingest chunk: the index hint keeps it to the working nodes, however many
+    long-term memories the tenant has."""
     record = tx.run(
         """
-        MATCH (w:MemoryItem {user_name: $tenant, status: $activated})
-        WHERE w.memory_type = $working
+        MATCH (w:MemoryItem {user_name: $tenant, memory_type: $working, status: $activated})
+        USING INDEX w:MemoryItem(user_name, memory_type, status)
         WITH w ORDER BY w.updated_at DESC, w.id DESC
         SKIP $capacity
         SET w.status = $archived, w.archived_reason = $reason, w.archived_at = $now

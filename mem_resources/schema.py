@@ -23,6 +23,8 @@ _STATEMENTS = {
     "memory_tenant": "CREATE INDEX memory_tenant IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name)",
     "memory_tenant_status": ("CREATE INDEX memory_tenant_status IF NOT EXISTS "
                              "FOR (m:MemoryItem) ON (m.user_name, m.status)"),
+    "memory_tenant_type_status": ("CREATE INDEX memory_tenant_type_status IF NOT EXISTS "
+                                  "FOR (m:MemoryItem) ON (m.user_name, m.memory_type, m.status)"),
     "memory_type": "CREATE INDEX memory_type IF NOT EXISTS FOR (m:MemoryItem) ON (m.memory_type)",
     "memory_payload_hash": ("CREATE INDEX memory_payload_hash IF NOT EXISTS "
                             "FOR (m:MemoryItem) ON (m.user_name, m.payload_hash)"),

@@ -16,7 +16,8 @@ def test_first_use_recreates_missing_indexes(neo4j: Neo4jResource, neo4j_uri: st
         session.run("DROP INDEX memory_type IF EXISTS").consume()
     fresh = Neo4jResource(uri=neo4j_uri, database=neo4j.database)
     try:
-        assert {"memory_type", "memory_embedding", "memory_tenant_status"} <= _index_names(fresh)
+        assert {"memory_type", "memory_embedding", "memory_tenant_status",
+                "memory_tenant_type_status"} <= _index_names(fresh)
     finally:
         fresh.close()
 
