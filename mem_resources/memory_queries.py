@@ -33,11 +33,12 @@ class Bulk(list):
         return f"<{len(self)} items>"
 
 
-def by_id(var: str) -> str:
-    """Index hint for a MemoryItem matched on (tenant, id). Without it a plan cached while the
-    tenant was small may seek the tenant index and filter on id, which costs a scan of the
-    tenant per id once it has grown (multi-second existence checks at 20k items)."""
-    return f"USING INDEX {var}:MemoryItem(user_name, id)"
+def by_id(var: str, label: str = "MemoryItem") -> str:
+    """Index hint for a node matched on (tenant, id) (``label`` as written in the query). Without
+    it a plan cached while the tenant was small may seek the tenant index and filter on id, which
+    costs a scan of the tenant per id once it has grown (multi-second existence checks at 20k
+    items)."""
+    return f"USING INDEX {var}:{label}(user_name, id)"
 
 
 def existing_ids(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> set[str]:

@@ -56,7 +56,7 @@ SET c.conv_id = row.conv_id, c.name = row.name, c.display = row.display
 
 _MERGE_MEMORIES = """
 UNWIND $rows AS row
-MATCH (m:MemoryItem {user_name: $tenant, id: row.id})
+MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX m:MemoryItem(user_name, id)
 SET m.point_id = coalesce(m.point_id, row.point_id),
     m.isolation = coalesce(m.isolation, row.isolation),
     m.collection = coalesce(m.collection, row.collection),
@@ -95,7 +95,7 @@ ON MATCH SET c += CASE WHEN row.props.observed_at > c.observed_at
                        ELSE {} END
 MERGE (p)-[:HAS_CLAIM]->(c)
 WITH c, row
-MATCH (m:MemoryItem {user_name: $tenant, id: row.memory})
+MATCH (m:MemoryItem {user_name: $tenant, id: row.memory}) USING INDEX m:MemoryItem(user_name, id)
 OPTIONAL MATCH (m)-[:MERGED_TO*1..20]->(survivor:MemoryItem {user_name: $tenant})
 WHERE NOT (survivor)-[:MERGED_TO]->()
 WITH c, row, coalesce(survivor, m) AS m

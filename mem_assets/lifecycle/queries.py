@@ -17,7 +17,7 @@ from neo4j import ManagedTransaction
 from pydantic import AwareDatetime, BaseModel, Field
 
 from mem_resources.memory_model import MemoryStatus
-from mem_resources.memory_queries import Bulk
+from mem_resources.memory_queries import Bulk, by_id
 from mem_resources.schema import TENANT_SCOPED_LABELS
 
 KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
@@ -48,7 +48,7 @@ class MemoryFilter(BaseModel):
         return {name: getattr(self, name) or None for name in type(self).model_fields}
 
 
-_BY_IDS = "UNWIND $ids AS id MATCH (m:MemoryItem {user_name: $tenant, id: id})"
+_BY_IDS = f"UNWIND $ids AS id MATCH (m:MemoryItem {{user_name: $tenant, id: id}}) {by_id('m')}"
 _BY_TENANT = "MATCH (m:MemoryItem {user_name: $tenant})"
 _FILTER_AND_TWINS = """
 WHERE ($f.memory_types IS NULL OR m.memory_type IN $f.memory_types)
@@ -157,6 +157,7 @@ def outgoing_relationships(tx: ManagedTransaction, tenant: str, label: str,
         f"""
         UNWIND $ids AS id
         MATCH (a:{quote_name(label)} {{user_name: $tenant, id: id}})-[r]->(b)
+        {by_id("a", quote_name(label))}
         WHERE b.user_name = $tenant
         RETURN a.id AS start, type(r) AS type,
                head([l IN labels(b) WHERE l IN $key_labels]) AS end_key, b.id AS end,
@@ -173,6 +174,7 @@ def external_relationships(tx: ManagedTransaction, tenant: str, label: str, ids:
         f"""
         UNWIND $ids AS id
         MATCH (a:{quote_name(label)} {{user_name: $tenant, id: id}})-[r]-(b)
+        {by_id("a", quote_name(label))}
         WHERE b.user_name IS NULL OR b.user_name <> $tenant
         RETURN count(r) AS n
         """,
@@ -238,7 +240,9 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
         f"""
         UNWIND $rows AS row
         MATCH (a:{quote_name(start_label)} {{user_name: $tenant, id: row.start}})
+        {by_id("a", quote_name(start_label))}
         MATCH (b:{quote_name(end_label)} {{user_name: $tenant, id: row.end}})
+        {by_id("b", quote_name(end_label))}
         CALL (a, b) {{
             OPTIONAL MATCH (a)-[old:{typ}]->(b)
             WITH old ORDER BY elementId(old)
@@ -298,7 +302,7 @@ def undo_node_changes(tx: ManagedTransaction, tenant: str, label: str,
     tx.run(
         f"""
         UNWIND $changed AS old
-        MATCH (n:{quote_name(label)} {{user_name: $tenant, id: old.id}})
+        MATCH (n:{quote_name(label)} {{user_name: $tenant, id: old.id}}) {by_id("n", quote_name(label))}
         SET n = old.props
         WITH n, old, [l IN labels(n) WHERE NOT l IN old.labels] AS added
         REMOVE n:$(added)
@@ -314,7 +318,7 @@ def delete_nodes(tx: ManagedTransaction, tenant: str, label: str, ids: list[str]
     summary = tx.run(
         f"""
         UNWIND $ids AS id
-        MATCH (n:{quote_name(label)} {{user_name: $tenant, id: id}})
+        MATCH (n:{quote_name(label)} {{user_name: $tenant, id: id}}) {by_id("n", quote_name(label))}
         DETACH DELETE n
         """,
         tenant=tenant, ids=ids,
