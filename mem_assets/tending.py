@@ -4,12 +4,15 @@ over worker processes.
 A run per tenant in the calling process avoids the few seconds a launched run spends starting
 Python and loading the definitions; with ``workers > 1`` each worker process pays that once and
 then runs its share of the tenants, so a night of many small tenants uses every core (the tenant
-runs are independent: each holds its own tenant's lease in Neo4j).
+runs are independent: each holds its own tenant's lease in Neo4j). Each worker's native thread
+pools (BLAS, OpenMP: KMeans, multilingual-e5) get the machine's cores divided by the workers, so
+W workers on C cores run C threads rather than W × C fighting for them.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -46,6 +49,15 @@ def tend_one(tenant: str, instance: dg.DagsterInstance, verbose: bool = False) -
 _worker_instance: dg.DagsterInstance | None = None
 
 
+def _share_cores(threads: int) -> None:
+    """Worker initializer: OpenMP libraries loaded later read the variable, those already loaded
+    are told through threadpoolctl."""
+    from threadpoolctl import threadpool_limits
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    threadpool_limits(limits=threads)
+
+
 def _tend_in_worker(tenant: str, verbose: bool) -> TendOutcome:
     """In a worker process: the instance of $DAGSTER_HOME, opened once per worker."""
     global _worker_instance
@@ -68,7 +80,9 @@ def tend_many(tenants: Sequence[str], instance: dg.DagsterInstance, workers: int
         return outcomes
     finished: dict[str, TendOutcome] = {}
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_share_cores,
+                             initargs=(threads,)) as pool:
         pending: set[Future[TendOutcome]] = {pool.submit(_tend_in_worker, t, verbose) for t in tenants}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
