@@ -4,6 +4,7 @@ object reads the environment."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,15 +52,21 @@ def test_every_module_of_mem_assets_is_a_domain_or_an_entry_point():
         == set(DOMAINS)
 
 
+#: Any use of the environment except setting a variable for a native library loaded later
+#: (``os.environ["OMP_NUM_THREADS"] = …`` in a worker process).
+_ENV_READ = re.compile(r"os\.getenv|envvar=|os\.environ(?!\[[^\]]+\]\s*=[^=])")
+
+
 def test_only_settings_reads_the_environment():
     readers = []
     for package in ("mem_assets", "mem_resources"):
         for path in _modules(package):
-            text = path.read_text(encoding="utf-8")
-            if ("os.environ" in text or "os.getenv" in text or "envvar=" in text) \
-                    and path.name != "settings.py":
+            if _ENV_READ.search(path.read_text(encoding="utf-8")) and path.name != "settings.py":
                 readers.append(str(path.relative_to(ROOT)))
     assert readers == []
+    assert _ENV_READ.search('cmd_env = {**os.environ, "A": "1"}')
+    assert _ENV_READ.search('os.environ["A"] == "1"')
+    assert not _ENV_READ.search('os.environ["OMP_NUM_THREADS"] = str(threads)')
 
 
 def test_every_query_module_runs_in_managed_transactions():
