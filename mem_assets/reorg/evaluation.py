@@ -103,8 +103,6 @@ def near_duplicates(topics: dict[str, Topic], merge_similarity: float) -> list[N
 
 def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource,
                     params: PlacementParams) -> TopicReport:
-    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # 1.5 s: on use
-
     ids = [f"m{i}" for i in range(len(items))]
     vectors = embedder.embed([item.text for item in items]).astype(np.float32)
     langs = languages(item.text for item in items)
@@ -131,6 +129,8 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource,
 
 def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic], unplaced: list[int],
             reasons: Counter[str], per_batch: list[BatchFigures], params: PlacementParams) -> TopicReport:
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # 1.5 s: on use
+
     row_of = {memory: row for row, memory in enumerate(ids)}
     truth = np.array([item.topic for item in items], dtype=object)
     leaf_of: dict[int, str] = {}
