@@ -21,15 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from mem_assets.dedup.labels import Label, ModelKind
-from mem_assets.dedup.pair_features import ACCURATE_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v4", "fast": "judge-v2"}
+MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v3", "fast": "judge-v2"}
 """``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
-the candidate pairs on two cores) and Chinese character spans (``ZH_SPAN_FEATURE_NAMES``);
-``fast`` reads static word vectors only (~0.5 ms per pair)."""
+the candidate pairs on two cores); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
 
 
 def model_file(kind: ModelKind = "accurate") -> Path:
@@ -125,7 +124,7 @@ def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]
 def model_from_json(text: str, fingerprint: str) -> JudgeModel:
     spec = json.loads(text)
     features = tuple(spec["features"])
-    if features not in (FEATURE_NAMES, ACCURATE_FEATURE_NAMES):
+    if features not in (FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES):
         raise ValueError("judge model was trained on other features: retrain it with "
                          "`python -m mem_assets.dedup.training`")
     trees = tuple(tuple(Tree(*(np.asarray(t[key]) for key in ("left", "right", "feature", "threshold", "value")))

@@ -493,72 +493,6 @@ DEEP_FEATURE_NAMES: tuple[str, ...] = ("deep_cos", "deep_x_jaccard", "deep_minus
 """Read from a second, contextual embedder (multilingual-e5): it tells paraphrases from related but
 different facts far better than static word vectors ("allergic to cats" / "has a cat allergy")."""
 
-ZH_SPAN_FEATURE_NAMES: tuple[str, ...] = (
-    "zh_core_char2", "zh_core_char1_min", "zh_syn_char2", "zh_diff_frac_a", "zh_diff_frac_b",
-    "zh_diff_neg_a", "zh_diff_neg_b", "zh_diff_neg_flip", "zh_diff_change_b", "zh_diff_num_both",
-    "zh_diff_chars_shared")
-"""Chinese pairs read on characters, with the subject (用户, 我, 他, 她, a leading name) and
-punctuation removed: jieba splits paraphrases differently ("老公在中学教书" / "丈夫是一名中学老师"), and
-static word vectors are weak for Chinese. Character overlap (also after mapping common synonyms),
-and negation, change and number cues *inside the differing character span* only. Zero unless both
-texts are Chinese. The accurate model reads them."""
-
-ACCURATE_FEATURE_NAMES: tuple[str, ...] = FEATURE_NAMES + DEEP_FEATURE_NAMES + ZH_SPAN_FEATURE_NAMES
-
-_ZH_PUNCT = re.compile(r"[\s，。、！？；：,.!?;:“”\"'（）()《》…—\-]+")
-_ZH_SUBJECTS = tuple(sorted((w for w in _SUBJECT_WORDS if _CJK.match(w)), key=len, reverse=True))
-_ZH_SPAN_NEGATION = re.compile(r"不|没|未|别|无|非|戒|再也")
-_ZH_SPAN_CHANGE = re.compile(r"搬|现在|不再|改|换|离职|辞|已经|开始|最近|如今|目前|戒|退出|取消|放弃|卖|离婚|变成|后来|"
-                             r"去世|过世|终于|早就|彻底")
-_ZH_SPAN_NUMBER = re.compile(r"[〇零一二两三四五六七八九十百千万\d]+")
-#: Common everyday synonyms, mapped to one form before the character overlap ``zh_syn_char2``.
-_ZH_SYNONYMS = (("老公", "丈夫"), ("老婆", "妻子"), ("太太", "妻子"), ("小孩", "孩子"), ("儿女", "孩子"),
-                ("不喜欢", "讨厌"), ("反感", "讨厌"), ("最爱", "喜欢"), ("爱好", "喜欢"), ("热爱", "喜欢"),
-                ("爱", "喜欢"), ("小狗", "狗"), ("狗狗", "狗"), ("小猫", "猫"), ("猫咪", "猫"), ("自行车", "车"),
-                ("单车", "车"), ("妈妈", "母亲"), ("爸爸", "父亲"), ("老妈", "母亲"), ("老爸", "父亲"),
-                ("爸妈", "父母"), ("每天", "天天"), ("常常", "经常"), ("总是", "经常"), ("往往", "经常"),
-                ("工作", "上班"), ("教书", "老师"), ("教师", "老师"), ("医师", "医生"), ("大夫", "医生"),
-                ("睡不着", "失眠"), ("难以入睡", "失眠"), ("家乡", "老家"), ("故乡", "老家"), ("宠物", "养"),
-                ("饲养", "养"), ("居住", "住"), ("住在", "住"), ("在家待着", "宅在家"))
-
-
-@lru_cache(maxsize=65536)
-def _zh_core(text: str) -> tuple[str, str]:
-    """A Chinese text without its subject and punctuation, and the same with synonyms mapped."""
-    core = _normalize(text)
-    subject = parse(text).subject
-    if subject:
-        core = core.replace(subject, "")
-    for word in _ZH_SUBJECTS:
-        core = core.replace(word, "")
-    core = _ZH_PUNCT.sub("", core)
-    canonical = core
-    for word, canonical_word in _ZH_SYNONYMS:
-        canonical = canonical.replace(word, canonical_word)
-    return core, canonical
-
-
-def _zh_span_row(a: str, b: str) -> list[float]:
-    if not (_CJK.search(a) and _CJK.search(b)):
-        return [0.0] * len(ZH_SPAN_FEATURE_NAMES)
-    (core_a, canonical_a), (core_b, canonical_b) = _zh_core(a), _zh_core(b)
-    chars_a, chars_b = set(core_a), set(core_b)
-    shared = len(chars_a & chars_b)
-    ops = [op for op in SequenceMatcher(None, core_a, core_b, autojunk=False).get_opcodes() if op[0] != "equal"]
-    diff_a = "".join(core_a[i1:i2] for _, i1, i2, _, _ in ops)
-    diff_b = "".join(core_b[j1:j2] for _, _, _, j1, j2 in ops)
-    neg_a, neg_b = bool(_ZH_SPAN_NEGATION.search(diff_a)), bool(_ZH_SPAN_NEGATION.search(diff_b))
-    return [
-        _jaccard(_char_ngrams(core_a, 2), _char_ngrams(core_b, 2)),
-        min(shared / len(chars_a) if chars_a else 0.0, shared / len(chars_b) if chars_b else 0.0),
-        _jaccard(_char_ngrams(canonical_a, 2), _char_ngrams(canonical_b, 2)),
-        len(diff_a) / max(1, len(core_a)), len(diff_b) / max(1, len(core_b)),
-        float(neg_a), float(neg_b), float(neg_a != neg_b), float(bool(_ZH_SPAN_CHANGE.search(diff_b))),
-        float(bool(_ZH_SPAN_NUMBER.search(diff_a)) and bool(_ZH_SPAN_NUMBER.search(diff_b))),
-        _jaccard(set(diff_a), set(diff_b)),
-    ]
-
-
 _ALIGNED = 0.6
 
 
@@ -618,8 +552,7 @@ class _Text:
 class PairFeaturizer:
     """Feature rows for many pairs; each distinct text is parsed and embedded once (``embed``
     gives unit vectors for texts and single words: the semantic embedder). With ``deep`` (unit
-    vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES`` and
-    ``ZH_SPAN_FEATURE_NAMES``: the accurate model's ``ACCURATE_FEATURE_NAMES``."""
+    vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES``."""
 
     def __init__(self, embed: Embed, deep: Embed | None = None) -> None:
         self._embed = embed
@@ -630,7 +563,7 @@ class PairFeaturizer:
 
     @property
     def width(self) -> int:
-        return len(ACCURATE_FEATURE_NAMES if self._deep else FEATURE_NAMES)
+        return len(FEATURE_NAMES) + (len(DEEP_FEATURE_NAMES) if self._deep else 0)
 
     def _prepare(self, texts: Sequence[str]) -> None:
         new = [t for t in dict.fromkeys(texts) if t not in self._texts]
@@ -653,10 +586,7 @@ class PairFeaturizer:
         with _without_cyclic_gc():
             self._prepare([t for pair in pairs for t in pair])
             base = np.array([self._row(a, b) for a, b in pairs], dtype=np.float64)
-        if self._deep is None:
-            return base
-        spans = np.array([_zh_span_row(a, b) for a, b in pairs], dtype=np.float64)
-        return np.hstack([base, self._deep_columns(pairs, base), spans])
+        return base if self._deep is None else np.hstack([base, self._deep_columns(pairs, base)])
 
     def _deep_columns(self, pairs: Sequence[tuple[str, str]], base: np.ndarray) -> np.ndarray:
         assert self._deep is not None
@@ -756,7 +686,7 @@ class PairFeaturizer:
 
 
 def pair_features(a: str, b: str, embed: Embed, deep: Embed | None = None) -> np.ndarray:
-    """The feature vector (FEATURE_NAMES, or ACCURATE_FEATURE_NAMES with ``deep``) of an older
+    """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``) of an older
     text ``a`` and a newer text ``b``."""
     return PairFeaturizer(embed, deep).matrix([(a, b)])[0]
 

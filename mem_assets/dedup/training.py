@@ -2,8 +2,8 @@
 
 ``python -m mem_assets.dedup.training [--model accurate|fast] [--train PATH] [--out PATH]``
 
-``accurate`` (the default) learns from ``ACCURATE_FEATURE_NAMES`` (adds multilingual-e5 and
-Chinese character spans); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
+``accurate`` (judge-v3, the default) learns from ``FEATURE_NAMES`` and ``DEEP_FEATURE_NAMES``
+(multilingual-e5); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
 
 1. Features of every training pair (``pair_features``), in both orders: which of two redundant or
    independent memories is "newer" is arbitrary, so those pairs are also learned swapped (a
@@ -46,7 +46,7 @@ from mem_assets.dedup.judge_model import (
     symmetrize,
 )
 from mem_assets.dedup.labels import ModelKind
-from mem_assets.dedup.pair_features import ACCURATE_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 
@@ -180,8 +180,8 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
             "threshold": [round(float(x), 9) for x in t.tree_.threshold],
             "value": [round(float(x), 9) for x in t.tree_.value[:, 0, 0]],
         } for t in stage])
-    features = ACCURATE_FEATURE_NAMES if kind == "accurate" else FEATURE_NAMES
-    spec = {"name": MODEL_NAMES[kind], "version": 4 if kind == "accurate" else 2, "features": list(features),
+    features = FEATURE_NAMES + (DEEP_FEATURE_NAMES if kind == "accurate" else ())
+    spec = {"name": MODEL_NAMES[kind], "version": 3 if kind == "accurate" else 2, "features": list(features),
             "classes": [str(c) for c in model.classes_],
             "init": np.log(np.clip(init, 1e-12, None)).round(9).tolist(),
             "learning_rate": model.learning_rate, "thresholds": thresholds, "trees": trees, **extra}
