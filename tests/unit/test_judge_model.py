@@ -19,9 +19,19 @@ import pytest
 from mem_assets.dedup import judge_model
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.evaluation import evaluate, read_pairs
-from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, parse, pair_features
-from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder, e5_embed, wordllama_embed
 from mem_assets.dedup.judges import OfflineJudge
+from mem_assets.dedup.pair_features import (
+    DEEP_FEATURE_NAMES,
+    FEATURE_NAMES,
+    pair_features,
+    parse,
+)
+from mem_resources.embedder import (
+    HashingEmbedder,
+    WordLlamaEmbedder,
+    e5_embed,
+    wordllama_embed,
+)
 
 DATA = Path(__file__).parents[2] / "data" / "judge"
 
