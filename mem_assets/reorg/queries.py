@@ -47,6 +47,7 @@ class Orphan:
     memory: str
     embedding: np.ndarray | None
     set_aside: bool
+    reorg_vector: np.ndarray | None = None
 
 
 def orphan_counts(tx: ManagedTransaction, tenant: str) -> list[OrphanCount]:
@@ -65,26 +66,46 @@ def orphan_counts(tx: ManagedTransaction, tenant: str) -> list[OrphanCount]:
 
 
 def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
-                 dimension: int) -> list[Orphan]:
+                 dimension: int, vector_model: str = "") -> list[Orphan]:
     """All orphans of the given memory types, in no particular order (sort them in the client:
     a server-side ORDER BY would hold every embedding in the database's heap at once). Vectors
-    become float32 arrays as they stream in; one of another dimension comes back as None."""
+    become float32 arrays as they stream in; one of another dimension comes back as None. The
+    stored topic-space vector comes back when it was made by ``vector_model``."""
     result = tx.run(
         _ORPHANS + """
         AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
         RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, coalesce(m.memory, m.data, '') AS memory,
-               m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside
+               m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside,
+               CASE WHEN m.reorg_vector_model = $model THEN m.reorg_vector END AS reorg_vector
         """,
-        tenant=tenant, memory_types=list(memory_types),
+        tenant=tenant, memory_types=list(memory_types), model=vector_model,
     )
-    orphans = []
-    for record in result:
-        vector = record["embedding"]
-        embedding = (np.asarray(vector, dtype=np.float32)
-                     if vector is not None and len(vector) == dimension else None)
-        orphans.append(Orphan(record["id"], record["memory_type"], record["memory"], embedding,
-                              record["set_aside"]))
-    return orphans
+    return [_orphan(record, dimension) for record in result]
+
+
+def _orphan(record: Any, dimension: int) -> Orphan:
+    vector, stored = record["embedding"], record["reorg_vector"]
+    return Orphan(record["id"], record["memory_type"], record["memory"],
+                  np.asarray(vector, dtype=np.float32) if vector is not None and len(vector) == dimension else None,
+                  record["set_aside"], None if stored is None else np.asarray(stored, dtype=np.float32))
+
+
+def store_reorg_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str], vectors: np.ndarray,
+                        vector_model: str) -> int:
+    """Keep each memory's topic-space vector on its node, so no later cycle embeds it again."""
+    if not ids:
+        return 0
+    record = tx.run(
+        """
+        UNWIND $rows AS row
+        MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX m:MemoryItem(user_name, id)
+        SET m.reorg_vector = row.vector, m.reorg_vector_model = $model
+        RETURN count(m) AS stored
+        """,
+        tenant=tenant, model=vector_model,
+        rows=[{"id": i, "vector": v.astype(float).tolist()} for i, v in zip(ids, vectors, strict=True)],
+    ).single()
+    return record["stored"] if record else 0
 
 
 def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> int:
@@ -173,17 +194,18 @@ class StoredTopic:
     memory_type: str
     level: int
     language: str | None
-    centroid: np.ndarray | None
+    centroid: list[float] | None
+    centroid_space: str | None
     member_count: int | None
     memory: str
     parent: str | None
     children: list[str]
 
 
-def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
-                dimension: int) -> list[StoredTopic]:
+def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]) -> list[StoredTopic]:
     """The tenant's activated topics of these memory types with their children (hygiene has
-    moved edges off archived members before this is read)."""
+    moved edges off archived members before this is read). Centroids come back as stored, with
+    the space they were computed in (``reorg.vectors``: the caller checks it)."""
     result = tx.run(
         f"""
         MATCH (t:MemoryItem {{user_name: $tenant}})
@@ -200,34 +222,35 @@ def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]
         }}
         RETURN t.id AS id, coalesce(t.memory_type, 'LongTermMemory') AS memory_type,
                coalesce(t.reorg_level, 1) AS level, t.reorg_language AS language,
-               t.reorg_centroid AS centroid, t.member_count AS member_count,
+               t.reorg_centroid AS centroid, t.reorg_centroid_space AS centroid_space,
+               t.member_count AS member_count,
                coalesce(t.memory, '') AS memory, parent, children
         """,
         tenant=tenant, memory_types=list(memory_types), topic=TOPIC_TYPE,
     )
     topics = []
     for record in result:
-        centroid = record["centroid"]
         topics.append(StoredTopic(
             id=record["id"], memory_type=record["memory_type"], level=int(record["level"]),
-            language=record["language"],
-            centroid=(np.asarray(centroid, dtype=np.float64)
-                      if centroid is not None and len(centroid) == dimension else None),
+            language=record["language"], centroid=record["centroid"], centroid_space=record["centroid_space"],
             member_count=record["member_count"], memory=record["memory"], parent=record["parent"],
             children=sorted(record["children"])))
     return topics
 
 
-def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
-                 dimension: int) -> dict[str, tuple[str, np.ndarray | None]]:
-    """Text and embedding (None if absent or of another dimension) of the given memories."""
+def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimension: int,
+                 vector_model: str | None = None) -> dict[str, tuple[str, np.ndarray | None]]:
+    """Text and vector (None if absent or of another dimension) of the given memories: their
+    ``embedding``, or with ``vector_model`` their stored topic-space vector made by that model."""
     result = tx.run(
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding
+        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory,
+               CASE WHEN $model IS NULL THEN m.embedding
+                    WHEN m.reorg_vector_model = $model THEN m.reorg_vector END AS embedding
         """,
-        tenant=tenant, ids=list(ids),
+        tenant=tenant, ids=list(ids), model=vector_model,
     )
     members = {}
     for record in result:
@@ -251,7 +274,7 @@ def read_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
 
 
 def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
-                       dimension: int) -> list[Orphan]:
+                       dimension: int, vector_model: str = "") -> list[Orphan]:
     """Every live memory of these types, placed or not: what a rebuild clusters from scratch."""
     result = tx.run(
         f"""
@@ -259,14 +282,12 @@ def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequen
         WHERE {live_memory("m")} AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
         RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type,
                coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
-               m.reorg_set_aside_at IS NOT NULL AS set_aside
+               m.reorg_set_aside_at IS NOT NULL AS set_aside,
+               CASE WHEN m.reorg_vector_model = $model THEN m.reorg_vector END AS reorg_vector
         """,
-        tenant=tenant, memory_types=list(memory_types),
+        tenant=tenant, memory_types=list(memory_types), model=vector_model,
     )
-    return [Orphan(r["id"], r["memory_type"], r["memory"],
-                   np.asarray(r["embedding"], dtype=np.float32)
-                   if r["embedding"] is not None and len(r["embedding"]) == dimension else None,
-                   r["set_aside"]) for r in result]
+    return [_orphan(record, dimension) for record in result]
 
 
 def live_memory_types(tx: ManagedTransaction, tenant: str) -> list[str]:
