@@ -31,6 +31,10 @@ class CandidatesConfig(dg.Config):
     min_group_size: int = Field(
         default=20, ge=1,
         description="A memory type is reorganized once it has this many new orphans (seed: 20).")
+    e5_max_per_run: int = Field(
+        default=2000, ge=0,
+        description="Most memories embedded with multilingual-e5 per run (~17 ms each; each is embedded "
+                    "once, its vector kept on its node); the others are deferred to the next run.")
     rebuild: bool = Field(
         default=False,
         description="Re-cluster every live memory of the tenant from scratch; the old topics are "
@@ -112,8 +116,8 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     with its vector in its language's topic space."""
     tenant = tenant_of(context)
     tidy = tidy_topics(neo4j, tenant)
-    frame, counts, re_embedded, waiting, stored = load_candidates(neo4j, embedder, topic_vectors, tenant,
-                                                                  config.min_group_size, config.rebuild)
+    frame, counts, re_embedded, waiting, stored, deferred = load_candidates(
+        neo4j, embedder, topic_vectors, tenant, config.min_group_size, config.rebuild, config.e5_max_per_run)
     frame["rebuild"] = config.rebuild
     context.add_output_metadata({
         **change_marker(context, len(frame) > 0),
@@ -122,6 +126,7 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
         "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
         "re_embedded": re_embedded,
         "e5_vectors_stored": stored,
+        "e5_deferred_to_next_run": deferred,
         "marked_awaiting_batch": waiting,
         **tidy,
         "orphans_by_type": preview_table(counts, list(counts.columns)),

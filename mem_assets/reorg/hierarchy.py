@@ -61,18 +61,21 @@ class CandidateLoad(NamedTuple):
     re_embedded: int
     waiting: int
     vectors_stored: int = 0
+    vectors_deferred: int = 0
 
 
 def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
-                    tenant: str, min_group_size: int, rebuild: bool = False) -> CandidateLoad:
+                    tenant: str, min_group_size: int, rebuild: bool = False,
+                    e5_max: int | None = None) -> CandidateLoad:
     """Orphans of the memory types due for reorganization (every live memory of every type on a
     rebuild), sorted by type and id so that planning repeats, and the orphan counts per type.
 
     Orphans of types not due are marked ``awaiting_batch`` (a recorded reason, not a placement).
     Each candidate's ``embedding`` column holds its vector in its language's topic space
     (``reorg.vectors``): a memory of an e5 language without a stored e5 vector is embedded here
-    once and the vector kept on its node; a memory without an embedding of the embedder's
-    dimension is embedded for planning only (the graph keeps its embedding as it is).
+    once and the vector kept on its node — at most ``e5_max`` per run (by memory type and id): the
+    others are marked deferred, which the next run plans first; a memory without an embedding of
+    the embedder's dimension is embedded for planning only (the graph keeps its embedding as it is).
     """
     with neo4j.session() as session:
         counts = session.execute_read(queries.orphan_counts, tenant)
@@ -86,6 +89,14 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
         waiting_types = [count.memory_type for count in counts if count.memory_type not in eligible]
         waiting = session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH)
     spaces = [vectors.space(language_code(orphan.memory)) for orphan in rows]
+    unvectored = sorted((rows[row].memory_type, rows[row].id) for row, space in enumerate(spaces)
+                        if space == E5_SPACE and rows[row].reorg_vector is None)
+    later = {mid for _, mid in unvectored[e5_max:]} if e5_max is not None else set()
+    if later:
+        kept = [row for row, orphan in enumerate(rows) if orphan.id not in later]
+        rows, spaces = [rows[row] for row in kept], [spaces[row] for row in kept]
+        with neo4j.session() as session:
+            session.execute_write(queries.mark_deferred, tenant, sorted(later))
     chosen = [orphan.reorg_vector if space == E5_SPACE else orphan.embedding
               for orphan, space in zip(rows, spaces, strict=True)]
     missing = {space: [row for row, vector in enumerate(chosen) if vector is None and spaces[row] == space]
@@ -103,7 +114,7 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     table = pd.DataFrame([vars(count) for count in counts],
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
-    return CandidateLoad(frame, table, len(missing[MAIN_SPACE]), waiting, stored)
+    return CandidateLoad(frame, table, len(missing[MAIN_SPACE]), waiting, stored, len(later))
 
 
 def _store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], rows: Sequence[np.ndarray],

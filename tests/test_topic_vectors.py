@@ -1,0 +1,101 @@
+"""Chinese topics in the multilingual-e5 space on the real Neo4j: each memory is embedded with e5
+once, the vector is kept on its node and every later cycle (new arrivals, a rebuild) reuses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from mem_assets.reorg.topic_space import language
+from mem_assets.reorg.vectors import E5_DIMENSION, E5_SPACE
+from mem_resources.neo4j_resource import Neo4jResource
+from tests.support.reorg_graph import graph_counts, materialization_metadata, run_reorg, write_memories
+
+ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
+THEMES = ("tea", "calligraphy", "badminton")
+
+
+def _chinese(batch: int) -> list[str]:
+    rows = [json.loads(line) for line in ITEMS.read_text(encoding="utf-8").splitlines()]
+    return [row["text"] for row in rows if row["topic"] in THEMES and row["batch"] == batch
+            and language(row["text"]) == "zh"]
+
+
+def _stored(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple[str | None, list[float] | None]]:
+    with neo4j.session() as session:
+        rows = session.run(
+            """
+            MATCH (m:MemoryItem {user_name: $tenant}) WHERE coalesce(m.type, '') <> 'topic'
+            RETURN m.memory AS memory, m.reorg_vector_model AS model, m.reorg_vector AS vector
+            """, tenant=tenant).data()
+    return {row["memory"]: (row["model"], row["vector"]) for row in rows}
+
+
+def _topics(neo4j: Neo4jResource, tenant: str) -> list[dict]:
+    with neo4j.session() as session:
+        return session.run(
+            """
+            MATCH (t:MemoryItem {user_name: $tenant, type: 'topic', status: 'activated'})
+            RETURN t.reorg_language AS language, t.reorg_centroid_space AS space,
+                   size(t.reorg_centroid) AS dimension
+            """, tenant=tenant).data()
+
+
+def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, instance):
+    first, second = _chinese(1), _chinese(2)
+    english = ["I went for a long run along the river this morning.",
+               "My running shoes are wearing out after 600 km."]
+    assert len(first) >= 20 and len(second) >= 5
+    write_memories(neo4j, tenant, first + english)
+    result = run_reorg(neo4j, tenant, instance)
+    assert result.success
+    assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first)
+    stored = _stored(neo4j, tenant)
+    assert all(stored[text][0] == E5_SPACE and len(stored[text][1]) == E5_DIMENSION for text in first)
+    assert all(stored[text] == (None, None) for text in english)
+    topics = _topics(neo4j, tenant)
+    chinese = [t for t in topics if t["language"] == "zh"]
+    assert chinese and all(t["space"] == E5_SPACE and t["dimension"] == E5_DIMENSION for t in chinese)
+
+    write_memories(neo4j, tenant, second)
+    again = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+    assert again.success
+    assert materialization_metadata(again, "reorg_candidates")["e5_vectors_stored"] == len(second)
+    after = _stored(neo4j, tenant)
+    assert all(np.array_equal(after[text][1], stored[text][1]) for text in first)
+
+    rebuild = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"rebuild": True}}}})
+    assert rebuild.success
+    metadata = materialization_metadata(rebuild, "reorg_candidates")
+    assert metadata["candidates"] == len(first) + len(second) + len(english)
+    assert metadata["e5_vectors_stored"] == 0
+    assert _stored(neo4j, tenant) == after
+
+
+def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, tenant, instance):
+    first = _chinese(1)
+    write_memories(neo4j, tenant, first)
+    capped = {"ops": {"reorg_candidates": {"config": {"e5_max_per_run": 10}}}}
+    stored, deferred = [], []
+    for _ in range(3):
+        result = run_reorg(neo4j, tenant, instance, run_config=capped)
+        metadata = materialization_metadata(result, "reorg_candidates")
+        stored.append(metadata["e5_vectors_stored"])
+        deferred.append(metadata["e5_deferred_to_next_run"])
+        with neo4j.session() as session:
+            waiting = session.run(
+                "MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.reorg_deferred_at IS NOT NULL "
+                "RETURN count(m) AS n, count(m.reorg_vector) AS with_vector", tenant=tenant).single()
+        assert (waiting["n"], waiting["with_vector"]) == (deferred[-1], 0)
+    assert stored == [10, 10, len(first) - 20]
+    assert deferred == [len(first) - 10, len(first) - 20, 0]
+    assert all(model == E5_SPACE for model, _ in _stored(neo4j, tenant).values())
+
+    before = graph_counts(neo4j, tenant)
+    idle = run_reorg(neo4j, tenant, instance)
+    assert materialization_metadata(idle, "reorg_candidates")["candidates"] == 0
+    assert graph_counts(neo4j, tenant) == before
