@@ -15,12 +15,12 @@ import dagster as dg
 from mem_assets.context_graph.resources import ContextProfiles
 from mem_assets.dedup.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_assets.lifecycle.storage import BackupStorage
-from mem_assets.reorg.vectors import TopicVectorsResource
 from mem_assets.reorg.summarizers import (
     ExtractiveSummarizer,
     LLMSummarizer,
     SummarizerResource,
 )
+from mem_assets.reorg.vectors import TopicVectorsResource
 from mem_resources.embedder import (
     EmbedderResource,
     HashingEmbedder,

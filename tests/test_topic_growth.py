@@ -24,7 +24,12 @@ from mem_resources.inbox import InboxResource
 from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.pipeline import materialize_partition, write_inbox_file
-from tests.support.reorg_graph import EMBEDDER, REORG_ASSETS, TOPIC_VECTORS, materialization_metadata
+from tests.support.reorg_graph import (
+    EMBEDDER,
+    REORG_ASSETS,
+    TOPIC_VECTORS,
+    materialization_metadata,
+)
 
 ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
 THEMES = ("japan_trip", "dentist", "gardening", "sleep", "guitar")

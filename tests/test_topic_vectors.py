@@ -11,7 +11,12 @@ import numpy as np
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import E5_DIMENSION, E5_SPACE
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.reorg_graph import graph_counts, materialization_metadata, run_reorg, write_memories
+from tests.support.reorg_graph import (
+    graph_counts,
+    materialization_metadata,
+    run_reorg,
+    write_memories,
+)
 
 ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
 THEMES = ("tea", "calligraphy", "badminton")

@@ -5,7 +5,12 @@ from neo4j import Session
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.assets import summary_parents
-from mem_assets.reorg.placement import E5_PARAMS, PlacementParams, Topic, near_duplicate_roots
+from mem_assets.reorg.placement import (
+    E5_PARAMS,
+    PlacementParams,
+    Topic,
+    near_duplicate_roots,
+)
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import E5_SPACE, MAIN_SPACE, centroid_in_space
 from mem_resources.checks import checks_step
