@@ -32,6 +32,7 @@ import time
 import numpy as np
 from measure import Measured, PeakRss, drop_bench_tenant, measured, raw_create_seconds
 
+from mem_assets.reorg.assets import CandidatesConfig
 from mem_assets.reorg.cycle import SET_ASIDE, TOPIC, plan_table
 from mem_assets.reorg.hierarchy import TopicWriter, load_candidates, tidy_topics
 from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
@@ -150,7 +151,8 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
 
         with measured() as phases["read"]:
             tidy_topics(neo4j, tenant)
-            loaded = load_candidates(neo4j, embedder, vectors, tenant, min_group_size=20)
+            loaded = load_candidates(neo4j, embedder, vectors, tenant, min_group_size=20,
+                                     e5_max=CandidatesConfig().e5_max_per_run)
             candidates = loaded.frame
 
         with measured() as phases["plan"]:
@@ -169,7 +171,8 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
                      load_before=phases["read"].load_before, load_after=phases["write"].load_after,
                      baseline_s=phases["bare read"].seconds + phases["raw write"].seconds)
     print(f"\n{label}: {len(candidates)} candidates, {placed} placed ({placed / max(len(candidates), 1):.1%}); "
-          f"e5 vectors made and stored {loaded.vectors_stored} (languages: {', '.join(vectors.e5_languages) or 'none'})")
+          f"e5 vectors made and stored {loaded.vectors_stored}, deferred to the next run {loaded.vectors_deferred} "
+          f"(e5 languages: {', '.join(vectors.e5_languages) or 'none'})")
     print(f"  topics created {outcome.created}, grown {outcome.grown}, promoted {outcome.promoted}, "
           f"refreshed {outcome.refreshed}; PARENT edges +{outcome.edges_created} -{outcome.edges_removed}; "
           f"plan rows {len(topics)}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import E5_DIMENSION, E5_SPACE
+from mem_assets.reorg.vectors import E5_DIMENSION, E5_SPACE, vector_key
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import (
     graph_counts,
@@ -33,9 +33,9 @@ def _stored(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple[str | None, li
         rows = session.run(
             """
             MATCH (m:MemoryItem {user_name: $tenant}) WHERE coalesce(m.type, '') <> 'topic'
-            RETURN m.memory AS memory, m.reorg_vector_model AS model, m.reorg_vector AS vector
+            RETURN m.memory AS memory, m.reorg_vector_key AS key, m.reorg_vector AS vector
             """, tenant=tenant).data()
-    return {row["memory"]: (row["model"], row["vector"]) for row in rows}
+    return {row["memory"]: (row["key"], row["vector"]) for row in rows}
 
 
 def _topics(neo4j: Neo4jResource, tenant: str) -> list[dict]:
@@ -58,7 +58,7 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
     assert result.success
     assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first)
     stored = _stored(neo4j, tenant)
-    assert all(stored[text][0] == E5_SPACE and len(stored[text][1]) == E5_DIMENSION for text in first)
+    assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == E5_DIMENSION for text in first)
     assert all(stored[text] == (None, None) for text in english)
     topics = _topics(neo4j, tenant)
     chinese = [t for t in topics if t["language"] == "zh"]
@@ -72,13 +72,20 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
     after = _stored(neo4j, tenant)
     assert all(np.array_equal(after[text][1], stored[text][1]) for text in first)
 
+    rewritten = first[0] + "（后来又补充了一句）"
+    with neo4j.session() as session:
+        session.run("MATCH (m:MemoryItem {user_name: $tenant, memory: $old}) SET m.memory = $new",
+                    tenant=tenant, old=first[0], new=rewritten).consume()
     rebuild = run_reorg(neo4j, tenant, instance, run_config={
         "ops": {"reorg_candidates": {"config": {"rebuild": True}}}})
     assert rebuild.success
     metadata = materialization_metadata(rebuild, "reorg_candidates")
     assert metadata["candidates"] == len(first) + len(second) + len(english)
-    assert metadata["e5_vectors_stored"] == 0
-    assert _stored(neo4j, tenant) == after
+    assert metadata["e5_vectors_stored"] == 1, "only the memory whose text changed is embedded again"
+    final = _stored(neo4j, tenant)
+    assert final[rewritten][0] == vector_key(rewritten)
+    assert {text: final[text] for text in final if text != rewritten} == \
+        {text: after[text] for text in after if text != first[0]}
 
 
 def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, tenant, instance):
@@ -98,7 +105,7 @@ def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, t
         assert (waiting["n"], waiting["with_vector"]) == (deferred[-1], 0)
     assert stored == [10, 10, len(first) - 20]
     assert deferred == [len(first) - 10, len(first) - 20, 0]
-    assert all(model == E5_SPACE for model, _ in _stored(neo4j, tenant).values())
+    assert all(key == vector_key(text) for text, (key, _) in _stored(neo4j, tenant).items())
 
     before = graph_counts(neo4j, tenant)
     idle = run_reorg(neo4j, tenant, instance)

@@ -32,9 +32,10 @@ class CandidatesConfig(dg.Config):
         default=20, ge=1,
         description="A memory type is reorganized once it has this many new orphans (seed: 20).")
     e5_max_per_run: int = Field(
-        default=2000, ge=0,
-        description="Most memories embedded with multilingual-e5 per run (~17 ms each; each is embedded "
-                    "once, its vector kept on its node); the others are deferred to the next run.")
+        default=1000, ge=0,
+        description="Most memories embedded with multilingual-e5 per run (~13-17 ms each, so ~15 s; each "
+                    "is embedded once, its vector kept on its node); the others are deferred to the next "
+                    "run. Raise it for a backfill of a large Chinese backlog.")
     rebuild: bool = Field(
         default=False,
         description="Re-cluster every live memory of the tenant from scratch; the old topics are "

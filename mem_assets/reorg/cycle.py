@@ -64,7 +64,6 @@ class MemberStore:
         self.dimension = space_dimension(space, embedder.dimension)
         self.texts: dict[str, str] = {}
         self.vectors: dict[str, np.ndarray] = {}
-        self.stored = 0
 
     def add(self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray) -> None:
         self.texts.update(zip(ids, texts, strict=True))
@@ -74,16 +73,16 @@ class MemberStore:
         missing = [i for i in ids if i not in self.vectors]
         if not missing:
             return
-        model = E5_SPACE if self.space == E5_SPACE else None
         with self.neo4j.session() as session:
-            found = session.execute_read(queries.read_members, self.tenant, missing, self.dimension, model)
+            found = session.execute_read(queries.read_members, self.tenant, missing, self.dimension,
+                                         self.space == E5_SPACE)
         unembedded = [i for i, (_, vector) in found.items() if vector is None]
         made = self.topic_vectors.embed(self.space, [found[i][0] for i in unembedded], self.embedder)
         fresh = dict(zip(unembedded, made, strict=True))
         if self.space == E5_SPACE and unembedded:
             with self.neo4j.session() as session:
-                self.stored += session.execute_write(queries.store_reorg_vectors, self.tenant, unembedded,
-                                                     made, E5_SPACE)
+                session.execute_write(queries.store_reorg_vectors, self.tenant, unembedded, made,
+                                      [found[i][0] for i in unembedded])
         for i, (text, vector) in found.items():
             self.texts[i] = text
             self.vectors[i] = vector if vector is not None else fresh[i]

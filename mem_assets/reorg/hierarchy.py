@@ -81,11 +81,11 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
         counts = session.execute_read(queries.orphan_counts, tenant)
         if rebuild:
             eligible = session.execute_read(queries.live_memory_types, tenant)
-            rows = session.execute_read(queries.read_live_memories, tenant, eligible, embedder.dimension, E5_SPACE)
+            rows = session.execute_read(queries.read_live_memories, tenant, eligible, embedder.dimension)
         else:
             eligible = [count.memory_type for count in counts if count.eligible(min_group_size)]
             rows = session.execute_read(queries.read_orphans, tenant, eligible,
-                                        embedder.dimension, E5_SPACE) if eligible else []
+                                        embedder.dimension) if eligible else []
         waiting_types = [count.memory_type for count in counts if count.memory_type not in eligible]
         waiting = session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH)
     spaces = [vectors.space(language_code(orphan.memory)) for orphan in rows]
@@ -104,7 +104,7 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     for space, at in missing.items():
         for row, vector in zip(at, vectors.embed(space, [rows[row].memory for row in at], embedder), strict=True):
             chosen[row] = vector
-    stored = _store_vectors(neo4j, tenant, [rows[row].id for row in missing[E5_SPACE]],
+    stored = _store_vectors(neo4j, tenant, [rows[row] for row in missing[E5_SPACE]],
                             [chosen[row] for row in missing[E5_SPACE]])
     frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
                           "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
@@ -117,13 +117,14 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     return CandidateLoad(frame, table, len(missing[MAIN_SPACE]), waiting, stored, len(later))
 
 
-def _store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], rows: Sequence[np.ndarray],
-                   chunk: int = 2000) -> int:
+def _store_vectors(neo4j: Neo4jResource, tenant: str, orphans: Sequence[queries.Orphan],
+                   vectors: Sequence[np.ndarray], chunk: int = 2000) -> int:
     stored = 0
     with neo4j.session() as session:
-        for start in range(0, len(ids), chunk):
-            stored += session.execute_write(queries.store_reorg_vectors, tenant, ids[start:start + chunk],
-                                            np.asarray(rows[start:start + chunk]), E5_SPACE)
+        for start in range(0, len(orphans), chunk):
+            part = orphans[start:start + chunk]
+            stored += session.execute_write(queries.store_reorg_vectors, tenant, [o.id for o in part],
+                                            np.asarray(vectors[start:start + chunk]), [o.memory for o in part])
     return stored
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
+from mem_assets.reorg.vectors import vector_key
 from mem_resources.memory_queries import Bulk, live_memory
 
 TOPIC_TYPE = "topic"
@@ -66,44 +67,54 @@ def orphan_counts(tx: ManagedTransaction, tenant: str) -> list[OrphanCount]:
 
 
 def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
-                 dimension: int, vector_model: str = "") -> list[Orphan]:
+                 dimension: int) -> list[Orphan]:
     """All orphans of the given memory types, in no particular order (sort them in the client:
     a server-side ORDER BY would hold every embedding in the database's heap at once). Vectors
     become float32 arrays as they stream in; one of another dimension comes back as None. The
-    stored topic-space vector comes back when it was made by ``vector_model``."""
+    stored e5 vector comes back when it was made from the memory's current text."""
     result = tx.run(
         _ORPHANS + """
         AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
         RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, coalesce(m.memory, m.data, '') AS memory,
                m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside,
-               CASE WHEN m.reorg_vector_model = $model THEN m.reorg_vector END AS reorg_vector
+               m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
-        tenant=tenant, memory_types=list(memory_types), model=vector_model,
+        tenant=tenant, memory_types=list(memory_types),
     )
     return [_orphan(record, dimension) for record in result]
 
 
+def _stored_vector(record: Any) -> np.ndarray | None:
+    """The record's stored e5 vector if it was made from the record's text by the current model."""
+    stored = record["reorg_vector"]
+    if stored is None or record["reorg_vector_key"] != vector_key(record["memory"]):
+        return None
+    return np.asarray(stored, dtype=np.float32)
+
+
 def _orphan(record: Any, dimension: int) -> Orphan:
-    vector, stored = record["embedding"], record["reorg_vector"]
+    vector = record["embedding"]
     return Orphan(record["id"], record["memory_type"], record["memory"],
                   np.asarray(vector, dtype=np.float32) if vector is not None and len(vector) == dimension else None,
-                  record["set_aside"], None if stored is None else np.asarray(stored, dtype=np.float32))
+                  record["set_aside"], _stored_vector(record))
 
 
 def store_reorg_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str], vectors: np.ndarray,
-                        vector_model: str) -> int:
-    """Keep each memory's topic-space vector on its node, so no later cycle embeds it again."""
+                        texts: Sequence[str]) -> int:
+    """Keep each memory's e5 vector on its node with the key of the text it was made from, so no
+    later cycle embeds that text again."""
     if not ids:
         return 0
     record = tx.run(
         """
         UNWIND $rows AS row
         MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX m:MemoryItem(user_name, id)
-        SET m.reorg_vector = row.vector, m.reorg_vector_model = $model
+        SET m.reorg_vector = row.vector, m.reorg_vector_key = row.key
         RETURN count(m) AS stored
         """,
-        tenant=tenant, model=vector_model,
-        rows=[{"id": i, "vector": v.astype(float).tolist()} for i, v in zip(ids, vectors, strict=True)],
+        tenant=tenant,
+        rows=[{"id": i, "vector": v.astype(float).tolist(), "key": vector_key(text)}
+              for i, v, text in zip(ids, vectors, texts, strict=True)],
     ).single()
     return record["stored"] if record else 0
 
@@ -239,22 +250,21 @@ def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]
 
 
 def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimension: int,
-                 vector_model: str | None = None) -> dict[str, tuple[str, np.ndarray | None]]:
-    """Text and vector (None if absent or of another dimension) of the given memories: their
-    ``embedding``, or with ``vector_model`` their stored topic-space vector made by that model."""
+                 e5: bool = False) -> dict[str, tuple[str, np.ndarray | None]]:
+    """Text and vector (None if absent, stale or of another dimension) of the given memories:
+    their ``embedding``, or with ``e5`` their stored e5 vector."""
     result = tx.run(
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory,
-               CASE WHEN $model IS NULL THEN m.embedding
-                    WHEN m.reorg_vector_model = $model THEN m.reorg_vector END AS embedding
+        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
+               m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
-        tenant=tenant, ids=list(ids), model=vector_model,
+        tenant=tenant, ids=list(ids),
     )
     members = {}
     for record in result:
-        vector = record["embedding"]
+        vector = _stored_vector(record) if e5 else record["embedding"]
         members[record["id"]] = (record["memory"],
                                  np.asarray(vector, dtype=np.float32)
                                  if vector is not None and len(vector) == dimension else None)
@@ -274,7 +284,7 @@ def read_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
 
 
 def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
-                       dimension: int, vector_model: str = "") -> list[Orphan]:
+                       dimension: int) -> list[Orphan]:
     """Every live memory of these types, placed or not: what a rebuild clusters from scratch."""
     result = tx.run(
         f"""
@@ -283,9 +293,9 @@ def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequen
         RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type,
                coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
                m.reorg_set_aside_at IS NOT NULL AS set_aside,
-               CASE WHEN m.reorg_vector_model = $model THEN m.reorg_vector END AS reorg_vector
+               m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
-        tenant=tenant, memory_types=list(memory_types), model=vector_model,
+        tenant=tenant, memory_types=list(memory_types),
     )
     return [_orphan(record, dimension) for record in result]
 

@@ -4,7 +4,9 @@ Chinese and English memories never share a topic (``PlacementParams.split_langua
 language may use its own space. WordLlama (the offline embedder) carries little meaning for
 Chinese, so by default Chinese topics use multilingual-e5-small ``query:`` vectors: ~17 ms per
 text, so each memory is embedded once and the vector kept on its node (``reorg_vector``, with
-``reorg_vector_model`` naming the model); later cycles read it back. English stays in the
+``reorg_vector_key`` naming the model and a digest of the text it was made from: a vector whose key
+does not match — a merge rewrote the text, the model changed — is made again); later cycles read
+it back. English stays in the
 configured embedder's space (``embedding``), which costs nothing extra. Every topic's stored
 centroid names the space it is in (``reorg_centroid_space``); one of another space is recomputed
 from its members' vectors, never compared across spaces.
@@ -12,6 +14,7 @@ from its members' vectors, never compared across spaces.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import dagster as dg
@@ -37,6 +40,11 @@ class TopicVectorsResource(dg.ConfigurableResource):
     def embed(self, space: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
         """Vectors of ``texts`` in ``space``."""
         return e5_query_embed(list(texts)) if space == E5_SPACE else embedder.embed(list(texts))
+
+
+def vector_key(text: str) -> str:
+    """What a stored e5 vector was made from: the model and a digest of the text."""
+    return f"{E5_SPACE}:{hashlib.sha1(text.encode('utf-8')).hexdigest()[:16]}"
 
 
 def space_dimension(space: str, main_dimension: int) -> int:
