@@ -6,14 +6,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import E5_DIMENSION, E5_SPACE, vector_key
+from mem_assets.reorg.vectors import (
+    E5_DIMENSION,
+    E5_SPACE,
+    TopicVectorsResource,
+    vector_key,
+)
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import (
+    REORG_ASSETS,
     graph_counts,
     materialization_metadata,
+    reorg_resources,
     run_reorg,
     write_memories,
 )
@@ -43,9 +51,16 @@ def _topics(neo4j: Neo4jResource, tenant: str) -> list[dict]:
         return session.run(
             """
             MATCH (t:MemoryItem {user_name: $tenant, type: 'topic', status: 'activated'})
-            RETURN t.reorg_language AS language, t.reorg_centroid_space AS space,
+            RETURN t.id AS id, t.reorg_language AS language, t.reorg_centroid_space AS space,
                    size(t.reorg_centroid) AS dimension
             """, tenant=tenant).data()
+
+
+def run_reorg_with(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance,
+                   vectors: TopicVectorsResource) -> dg.ExecuteInProcessResult:
+    instance.add_dynamic_partitions("tenants", [tenant])
+    return dg.materialize(REORG_ASSETS, partition_key=tenant, instance=instance,
+                          resources={**reorg_resources(neo4j), "topic_vectors": vectors})
 
 
 def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, instance):
@@ -111,3 +126,24 @@ def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, t
     idle = run_reorg(neo4j, tenant, instance)
     assert materialization_metadata(idle, "reorg_candidates")["candidates"] == 0
     assert graph_counts(neo4j, tenant) == before
+
+
+def test_chinese_topics_of_the_embedder_space_move_to_e5_when_they_next_grow(neo4j, tenant, instance):
+    write_memories(neo4j, tenant, _chinese(1))
+    before = run_reorg_with(neo4j, tenant, instance, TopicVectorsResource(e5_languages=[]))
+    assert before.success
+    assert {t["space"] for t in _topics(neo4j, tenant)} == {"embedding"}
+    assert all(key is None for key, _ in _stored(neo4j, tenant).values())
+
+    write_memories(neo4j, tenant, _chinese(2))
+    after = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+    assert after.success
+    grown = {row["id"] for row in after.output_for_node("memory_clusters").to_dict("records")
+             if row["kind"] == "topic"}
+    assert grown
+    topics = {t["id"]: t for t in _topics(neo4j, tenant)}
+    assert all(topics[tid]["space"] == E5_SPACE and topics[tid]["dimension"] == E5_DIMENSION for tid in grown)
+    stored = _stored(neo4j, tenant)
+    assert all(key == vector_key(text) for text, (key, _) in stored.items()), \
+        "members of old topics got their e5 vector when their centroid was recomputed, kept for later cycles"
