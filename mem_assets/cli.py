@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import dagster as dg
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -31,7 +32,7 @@ from mem_resources.partitions import tenant_partitions
 from mem_resources.progress import listening
 from mem_resources.run_liveness import fail_dead_runs
 from mem_resources.run_policy import create_pools
-from mem_resources.settings import load_settings
+from mem_resources.settings import Settings, load_settings
 from mem_resources.tenants import InvalidTenant, validate_tenant
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -196,10 +197,14 @@ def eval_topics(
     embedder: Annotated[str, typer.Option(
         help="configured (MEMTEND_EMBEDDER and its settings), wordllama or hashing.")] = "configured",
     part: Annotated[str, typer.Option(help="all, or tune / held-out (every other label).")] = "all",
+    e5_languages: Annotated[str, typer.Option(
+        help="Languages placed in the multilingual-e5 space: configured (MEMTEND_TOPIC_E5_LANGUAGES), "
+             "or e.g. zh, zh,en, none.")] = "configured",
 ) -> None:
     """Topic quality without Neo4j: batches go through placement in order; prints one JSON object
     (purity, ARI, NMI, share placed, topic count, near-duplicate topic pairs)."""
-    chosen = {"configured": lambda: build_embedder(load_settings()), "wordllama": WordLlamaEmbedder,
+    settings = load_settings()
+    chosen = {"configured": lambda: build_embedder(settings), "wordllama": WordLlamaEmbedder,
               "hashing": HashingEmbedder}
     parts = {"all": lambda rows: rows, "tune": lambda rows: holdout_split(rows)[0],
              "held-out": lambda rows: holdout_split(rows)[1]}
@@ -207,7 +212,13 @@ def eval_topics(
         typer.secho("error: --embedder is configured, wordllama or hashing; --part is all, tune or held-out",
                     fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), PlacementParams())
+    try:
+        languages = (settings if e5_languages == "configured"
+                     else Settings(topic_e5_languages=e5_languages)).e5_languages
+    except ValidationError as exc:
+        typer.secho(f"error: --e5-languages: {exc.errors()[0]['msg']}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), PlacementParams(), languages)
     typer.echo(report_json(report))
 
 

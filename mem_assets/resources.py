@@ -20,6 +20,7 @@ from mem_assets.reorg.summarizers import (
     LLMSummarizer,
     SummarizerResource,
 )
+from mem_assets.reorg.vectors import TopicVectorsResource
 from mem_resources.embedder import (
     EmbedderResource,
     HashingEmbedder,
@@ -110,6 +111,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "judge": build_judge(settings),
         "inbox": InboxResource(root=settings.inbox, quarantine_dir=settings.quarantine),
         "summarizer": build_summarizer(settings),
+        "topic_vectors": TopicVectorsResource(e5_languages=settings.e5_languages),
         "backups": BackupStorage(root=settings.backup_dir),
         "context_profiles": ContextProfiles(config_file=settings.context_config or ""),
         "io_manager": tables,

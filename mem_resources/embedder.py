@@ -144,6 +144,20 @@ def e5_embed(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(e5_model().passage(list(texts)), dtype=np.float32).reshape(len(texts), 384)
 
 
+def e5_query_embed(texts: Sequence[str]) -> np.ndarray:
+    """L2-normalised multilingual-e5-small ``query:`` vectors (384 floats); deterministic. Topic
+    placement compares Chinese memories in this space: on the labeled topic set, a Chinese memory's
+    nearest neighbour shares its theme 66 % of the time (passage vectors 62 %, WordLlama 35 %)."""
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    return normalize_rows(np.asarray(e5_model().query(list(texts)), dtype=np.float32).reshape(len(texts), 384))
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
 class WordLlamaEmbedder(EmbedderResource):
     """Offline semantic default: mean-pooled static token embeddings distilled from an LLM.
 

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
         default="accurate", validation_alias=_env("MEMTEND_OFFLINE_JUDGE"),
         description="accurate: pair model that also reads multilingual-e5 (~17 ms per distinct text); "
                     "fast: static word vectors only (~0.5 ms per pair, lower recall).")
+    topic_e5_languages: str = Field(
+        default="zh", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
+        description="Languages whose topics are placed in multilingual-e5-small space (each memory "
+                    "embedded once, ~17 ms, and the vector stored on it) instead of the embedder's: "
+                    "comma-separated, e.g. zh or zh,en; 'none' for no language.")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
                                  description="Seconds one LLM/embedding request may take.")
@@ -98,6 +103,20 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("topic_e5_languages")
+    @classmethod
+    def _language_list(cls, value: str) -> str:
+        words = sorted({word.strip().lower() for word in value.split(",") if word.strip()} - {"none"})
+        unknown = set(words) - {"en", "zh"}
+        if unknown:
+            raise ValueError(f"topic e5 languages are en and/or zh, not {', '.join(sorted(unknown))}")
+        return ",".join(words)
+
+    @property
+    def e5_languages(self) -> list[str]:
+        """The languages ``topic_e5_languages`` names (possibly none)."""
+        return self.topic_e5_languages.split(",") if self.topic_e5_languages else []
 
     @property
     def dimension(self) -> int:

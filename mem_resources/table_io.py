@@ -2,7 +2,9 @@
 
 A table is one zip file: ``table.json`` (pandas "table" orient: column types, timestamps with
 their zone) plus one ``<column>.npy`` per column of vectors (embeddings), stacked into a matrix,
-saved with ``allow_pickle=False``. Loading never executes stored code, and files do not depend on
+saved with ``allow_pickle=False``; a column of vectors of different lengths (the reorganization's
+candidates: each language's topic space has its own size) is saved flat with
+``<column>.lengths.npy``. Loading never executes stored code, and files do not depend on
 the Python or pandas version that wrote them. ``base_path`` is a folder or any fsspec URL
 (``s3://bucket/prefix`` with s3fs, ``gs://`` with gcsfs, ``az://`` with adlfs), so the step that
 reads a table can run in another process, pod or machine than the step that wrote it.
@@ -37,10 +39,19 @@ def dump_table(frame: pd.DataFrame) -> bytes:
         archive.writestr(TABLE, frame.drop(columns=vectors).to_json(
             orient="table", index=False, date_format="iso", double_precision=15))
         for name in vectors:
-            matrix = io.BytesIO()
-            np.save(matrix, np.stack(frame[name].to_list()), allow_pickle=False)
-            archive.writestr(f"{name}.npy", matrix.getvalue())
+            rows = frame[name].to_list()
+            if len({row.shape for row in rows}) == 1:
+                archive.writestr(f"{name}.npy", _npy(np.stack(rows)))
+            else:
+                archive.writestr(f"{name}.npy", _npy(np.concatenate([row.ravel() for row in rows])))
+                archive.writestr(f"{name}.lengths.npy", _npy(np.array([row.size for row in rows], dtype=np.int64)))
         archive.writestr("columns.json", json.dumps([str(name) for name in frame.columns]))
+    return buffer.getvalue()
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
 
 
@@ -48,10 +59,16 @@ def load_table(data: bytes) -> pd.DataFrame:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         frame = pd.read_json(io.StringIO(archive.read(TABLE).decode()), orient="table")
         columns = json.loads(archive.read("columns.json"))
+        stored = set(archive.namelist())
         for name in columns:
             if name not in frame.columns:
                 matrix = np.load(io.BytesIO(archive.read(f"{name}.npy")), allow_pickle=False)
-                frame[name] = list(matrix)
+                if f"{name}.lengths.npy" in stored:
+                    lengths = np.load(io.BytesIO(archive.read(f"{name}.lengths.npy")), allow_pickle=False)
+                    frame[name] = pd.Series(np.split(matrix, np.cumsum(lengths)[:-1]), index=frame.index,
+                                            dtype=object)
+                else:
+                    frame[name] = list(matrix)
     return frame[columns].reset_index(drop=True)
 
 

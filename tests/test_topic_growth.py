@@ -24,7 +24,12 @@ from mem_resources.inbox import InboxResource
 from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.pipeline import materialize_partition, write_inbox_file
-from tests.support.reorg_graph import EMBEDDER, REORG_ASSETS, materialization_metadata
+from tests.support.reorg_graph import (
+    EMBEDDER,
+    REORG_ASSETS,
+    TOPIC_VECTORS,
+    materialization_metadata,
+)
 
 ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
 THEMES = ("japan_trip", "dentist", "gardening", "sleep", "guitar")
@@ -41,6 +46,7 @@ def _ingest_and_reorganize(neo4j, tenant, instance, tmp_path, batch: int, run_co
         {"memory": row["text"], "memory_type": "LongTermMemory", "created_at": f"2026-11-0{batch}T08:00:00Z"}
         for row in _items(batch)])
     resources = {"neo4j": neo4j, "embedder": EMBEDDER, "summarizer": ExtractiveSummarizer(),
+                 "topic_vectors": TOPIC_VECTORS,
                  "inbox": InboxResource(root=str(inbox), quarantine_dir=str(tmp_path / "q"))}
     result = materialize_partition([memory_items, *REORG_ASSETS], tenant, instance, resources, run_config)
     assert result.success
@@ -49,7 +55,8 @@ def _ingest_and_reorganize(neo4j, tenant, instance, tmp_path, batch: int, run_co
 
 def _reorganize(neo4j, tenant, instance, run_config=None):
     result = dg.materialize(REORG_ASSETS, partition_key=tenant, instance=instance, run_config=run_config or {},
-                            resources={"neo4j": neo4j, "embedder": EMBEDDER, "summarizer": ExtractiveSummarizer()})
+                            resources={"neo4j": neo4j, "embedder": EMBEDDER, "summarizer": ExtractiveSummarizer(),
+                                       "topic_vectors": TOPIC_VECTORS})
     assert result.success
     return result
 

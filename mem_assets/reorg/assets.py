@@ -1,5 +1,7 @@
 """Hierarchical reorganization per tenant (seed 000 §6): candidates → placement plan → topics."""
 
+from dataclasses import replace
+
 import dagster as dg
 import pandas as pd
 from pydantic import Field, model_validator
@@ -11,9 +13,10 @@ from mem_assets.reorg.hierarchy import (
     load_candidates,
     tidy_topics,
 )
-from mem_assets.reorg.placement import PlacementParams
+from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
+from mem_assets.reorg.vectors import TopicVectorsResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, count_table, preview_table
@@ -28,6 +31,11 @@ class CandidatesConfig(dg.Config):
     min_group_size: int = Field(
         default=20, ge=1,
         description="A memory type is reorganized once it has this many new orphans (seed: 20).")
+    e5_max_per_run: int = Field(
+        default=1000, ge=0,
+        description="Most memories embedded with multilingual-e5 per run (~13-17 ms each, so ~15 s; each "
+                    "is embedded once, its vector kept on its node); the others are deferred to the next "
+                    "run. Raise it for a backfill of a large Chinese backlog.")
     rebuild: bool = Field(
         default=False,
         description="Re-cluster every live memory of the tenant from scratch; the old topics are "
@@ -54,6 +62,18 @@ class PlacementConfig(dg.Config):
                                   description="Smallest new topic; smaller groups stay unplaced.")
     refresh_fraction: float = Field(default=DEFAULTS.refresh_fraction, gt=0, le=1,
                                     description="A topic whose memories changed this much gets a new summary.")
+    e5_place_similarity: float = Field(default=E5_PARAMS.place_similarity, ge=-1, le=1,
+                                       description="place_similarity for languages in the e5 space.")
+    e5_place_margin: float = Field(default=E5_PARAMS.place_margin, ge=0,
+                                   description="place_margin for languages in the e5 space.")
+    e5_group_similarity: float = Field(default=E5_PARAMS.group_similarity, ge=-1, le=1,
+                                       description="group_similarity for languages in the e5 space.")
+    e5_merge_similarity: float = Field(default=E5_PARAMS.merge_similarity, ge=-1, le=1,
+                                       description="merge_similarity for languages in the e5 space.")
+    e5_attach_similarity: float = Field(default=E5_PARAMS.attach_similarity, ge=-1, le=1,
+                                        description="attach_similarity for languages in the e5 space.")
+    e5_attach_margin: float = Field(default=E5_PARAMS.attach_margin, ge=0,
+                                    description="attach_margin for languages in the e5 space.")
     seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
 
     @model_validator(mode="after")
@@ -70,6 +90,12 @@ class PlacementConfig(dg.Config):
             max_members=self.max_cluster_size, min_cluster_size=self.min_cluster_size,
             refresh_fraction=self.refresh_fraction, seed=self.seed)
 
+    def e5_params(self) -> PlacementParams:
+        return replace(
+            self.params(), place_similarity=self.e5_place_similarity, place_margin=self.e5_place_margin,
+            group_similarity=self.e5_group_similarity, merge_similarity=self.e5_merge_similarity,
+            attach_similarity=self.e5_attach_similarity, attach_margin=self.e5_attach_margin)
+
 
 class SummaryConfig(dg.Config):
     time_budget_s: float = Field(
@@ -85,13 +111,14 @@ class SummaryConfig(dg.Config):
     owners=OWNERS,
     code_version="1",
 )
-def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig,
-                     neo4j: Neo4jResource, embedder: EmbedderResource) -> pd.DataFrame:
-    """The tenant's unplaced memories (every live one on a rebuild), after topic hygiene."""
+def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig, neo4j: Neo4jResource,
+                     embedder: EmbedderResource, topic_vectors: TopicVectorsResource) -> pd.DataFrame:
+    """The tenant's unplaced memories (every live one on a rebuild), after topic hygiene, each
+    with its vector in its language's topic space."""
     tenant = tenant_of(context)
     tidy = tidy_topics(neo4j, tenant)
-    frame, counts, re_embedded, waiting = load_candidates(neo4j, embedder, tenant,
-                                                          config.min_group_size, config.rebuild)
+    frame, counts, re_embedded, waiting, stored, deferred = load_candidates(
+        neo4j, embedder, topic_vectors, tenant, config.min_group_size, config.rebuild, config.e5_max_per_run)
     frame["rebuild"] = config.rebuild
     context.add_output_metadata({
         **change_marker(context, len(frame) > 0),
@@ -99,6 +126,8 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
         "rebuild": config.rebuild,
         "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
         "re_embedded": re_embedded,
+        "e5_vectors_stored": stored,
+        "e5_deferred_to_next_run": deferred,
         "marked_awaiting_batch": waiting,
         **tidy,
         "orphans_by_type": preview_table(counts, list(counts.columns)),
@@ -115,12 +144,14 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     code_version="1",
 )
 def memory_clusters(context: dg.AssetExecutionContext, config: PlacementConfig, neo4j: Neo4jResource,
-                    embedder: EmbedderResource, reorg_candidates: pd.DataFrame) -> pd.DataFrame:
+                    embedder: EmbedderResource, topic_vectors: TopicVectorsResource,
+                    reorg_candidates: pd.DataFrame) -> pd.DataFrame:
     """The placement plan: candidates offered to the tenant's topics, the rest grouped into new
     topics or left unplaced with a reason (a rebuild plans from scratch and retires the old tree)."""
     rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
     salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
-    frame = plan_table(neo4j, embedder, tenant_of(context), reorg_candidates, config.params(), rebuild, salt)
+    frame = plan_table(neo4j, embedder, topic_vectors, tenant_of(context), reorg_candidates, config.params(),
+                       config.e5_params(), rebuild, salt)
     topics = frame[frame["kind"] == TOPIC]
     aside = frame[frame["kind"] == SET_ASIDE]
     placed = sum(len(set(children) & set(reorg_candidates["id"]))

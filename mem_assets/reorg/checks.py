@@ -5,8 +5,14 @@ from neo4j import Session
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.assets import summary_parents
-from mem_assets.reorg.placement import PlacementParams, Topic, near_duplicate_roots
+from mem_assets.reorg.placement import (
+    E5_PARAMS,
+    PlacementParams,
+    Topic,
+    near_duplicate_roots,
+)
 from mem_assets.reorg.topic_space import language
+from mem_assets.reorg.vectors import E5_SPACE, MAIN_SPACE, centroid_in_space
 from mem_resources.checks import checks_step
 from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import offenders_result
@@ -43,16 +49,22 @@ def no_archived_members(session: Session, tenant: str) -> dg.AssetCheckResult:
 def no_near_duplicate_topics(session: Session, tenant: str,
                              embedder: EmbedderResource) -> dg.AssetCheckResult:
     """No two activated top-level topics of one memory type and language have centroids at least
-    the (default) merge threshold alike: a theme is told once."""
+    the (default) merge threshold of their space alike: a theme is told once."""
     types = session.execute_read(queries.live_memory_types, tenant)
-    stored = session.execute_read(queries.read_forest, tenant, types, embedder.dimension)
+    stored = session.execute_read(queries.read_forest, tenant, types)
     offenders = []
-    for memory_type in sorted({t.memory_type for t in stored}):
-        roots = [Topic(id=t.id, level=t.level, language=t.language or language(t.memory), children=t.children,
-                       vector_sum=t.centroid * (t.member_count or 1), member_count=t.member_count or 1)
-                 for t in stored if t.memory_type == memory_type and t.parent is None and t.centroid is not None]
+    for memory_type, lang, space in sorted({(t.memory_type, t.language or language(t.memory),
+                                             t.centroid_space or MAIN_SPACE) for t in stored}):
+        roots = []
+        for t in stored:
+            centroid = centroid_in_space(t.centroid, t.centroid_space, space, embedder.dimension)
+            if (t.memory_type, t.language or language(t.memory)) == (memory_type, lang) \
+                    and t.parent is None and centroid is not None:
+                roots.append(Topic(id=t.id, level=t.level, language=lang, children=t.children,
+                                   vector_sum=centroid * (t.member_count or 1), member_count=t.member_count or 1))
+        threshold = (E5_PARAMS if space == E5_SPACE else DEFAULT_PLACEMENT).merge_similarity
         offenders.extend({"first": a.id, "second": b.id, "similarity": round(sim, 3)}
-                         for sim, a, b in near_duplicate_roots(roots, DEFAULT_PLACEMENT.merge_similarity))
+                         for sim, a, b in near_duplicate_roots(roots, threshold))
     return offenders_result(offenders, "pairs of top-level topics are near-duplicates")
 
 

@@ -23,12 +23,19 @@ from mem_assets.reorg.placement import (
     rebuild_lineage,
 )
 from mem_assets.reorg.topic_space import language
+from mem_assets.reorg.vectors import (
+    E5_SPACE,
+    MAIN_SPACE,
+    TopicVectorsResource,
+    centroid_in_space,
+    space_dimension,
+)
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import memory_id
 from mem_resources.neo4j_resource import Neo4jResource
 
 PLAN_COLUMNS = ["kind", "memory_type", "id", "level", "language", "parent", "children", "added", "removed",
-                "member_count", "members_before", "centroid", "action", "refresh", "successor", "reason",
+                "member_count", "members_before", "centroid", "space", "action", "refresh", "successor", "reason",
                 "nearest", "similarity", "group_size"]
 TOPIC, RETIRE, SET_ASIDE = "topic", "retire", "set_aside"
 MERGED_INTO = "merged_into_topic"
@@ -43,13 +50,18 @@ def topic_id(tenant: str, memory_type: str, members: Sequence[str], salt: str = 
 
 
 class MemberStore:
-    """Member texts and vectors read from the graph on demand (splits, summaries), cached; a
-    member without a usable embedding is embedded from its text."""
+    """Member texts and vectors of one topic space read from the graph on demand (splits,
+    summaries), cached. A member without a usable vector is embedded from its text; in the e5
+    space that vector is kept on its node (``reorg.vectors``), so it is made once."""
 
-    def __init__(self, neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str) -> None:
+    def __init__(self, neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
+                 space: str = MAIN_SPACE, vectors: TopicVectorsResource | None = None) -> None:
         self.neo4j = neo4j
         self.embedder = embedder
         self.tenant = tenant
+        self.space = space
+        self.topic_vectors = vectors or TopicVectorsResource(e5_languages=[])
+        self.dimension = space_dimension(space, embedder.dimension)
         self.texts: dict[str, str] = {}
         self.vectors: dict[str, np.ndarray] = {}
 
@@ -62,9 +74,15 @@ class MemberStore:
         if not missing:
             return
         with self.neo4j.session() as session:
-            found = session.execute_read(queries.read_members, self.tenant, missing, self.embedder.dimension)
+            found = session.execute_read(queries.read_members, self.tenant, missing, self.dimension,
+                                         self.space == E5_SPACE)
         unembedded = [i for i, (_, vector) in found.items() if vector is None]
-        fresh = dict(zip(unembedded, self.embedder.embed([found[i][0] for i in unembedded]), strict=True))
+        made = self.topic_vectors.embed(self.space, [found[i][0] for i in unembedded], self.embedder)
+        fresh = dict(zip(unembedded, made, strict=True))
+        if self.space == E5_SPACE and unembedded:
+            with self.neo4j.session() as session:
+                session.execute_write(queries.store_reorg_vectors, self.tenant, unembedded, made,
+                                      [found[i][0] for i in unembedded])
         for i, (text, vector) in found.items():
             self.texts[i] = text
             self.vectors[i] = vector if vector is not None else fresh[i]
@@ -78,14 +96,16 @@ class MemberStore:
 
     def matrix(self, ids: Sequence[str]) -> np.ndarray:
         self.load(ids)
-        return np.array([self.vectors[i] for i in ids], dtype=np.float32).reshape(len(ids), self.embedder.dimension)
+        return np.array([self.vectors[i] for i in ids], dtype=np.float32).reshape(len(ids), self.dimension)
 
 
-def load_forest(neo4j: Neo4jResource, store: MemberStore, tenant: str, memory_type: str) -> dict[str, Topic]:
-    """The activated topics of one memory type as placement sees them. Topics written before
-    centroids were stored get theirs from their members' embeddings."""
-    with neo4j.session() as session:
-        stored = session.execute_read(queries.read_forest, tenant, [memory_type], store.embedder.dimension)
+def topic_language(record: queries.StoredTopic) -> str:
+    return record.language or language(record.memory)
+
+
+def load_forest(stored: Sequence[queries.StoredTopic], store: MemberStore) -> dict[str, Topic]:
+    """Stored topics (of one memory type and language) as placement sees them, in the store's
+    space. Topics whose centroid is missing or of another space get theirs from their members."""
     by_id = {t.id: t for t in stored}
     topics: dict[str, Topic] = {}
     for level in (1, 2):
@@ -93,30 +113,51 @@ def load_forest(neo4j: Neo4jResource, store: MemberStore, tenant: str, memory_ty
             children = [c for c in record.children if level == 1 or c in by_id]
             if level == 1:
                 count = len(children)
-                vector_sum = (record.centroid * count if record.centroid is not None and record.member_count == count
+                centroid = centroid_in_space(record.centroid, record.centroid_space, store.space,
+                                             store.embedder.dimension)
+                vector_sum = (centroid * count if centroid is not None and record.member_count == count
                               else store.matrix(children).sum(axis=0, dtype=np.float64))
             else:
                 count = sum(topics[c].member_count for c in children if c in topics)
                 vector_sum = sum((topics[c].vector_sum for c in children if c in topics),
-                                 np.zeros(store.embedder.dimension))
+                                 np.zeros(store.dimension))
             topics[record.id] = Topic(
-                id=record.id, level=level, language=record.language or language(record.memory),
+                id=record.id, level=level, language=topic_language(record),
                 children=children, vector_sum=np.asarray(vector_sum, dtype=np.float64), member_count=count,
                 parent=record.parent if record.parent in by_id else None)
     return {tid: t for tid, t in topics.items() if t.member_count > 0}
 
 
-def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str, memory_type: str,
-                     candidates: pd.DataFrame, params: PlacementParams, rebuild: bool,
-                     salt: str = "") -> list[dict[str, Any]]:
-    """Plan one memory type: offer its candidates to its topics (or, on rebuild, start over)."""
-    store = MemberStore(neo4j, embedder, tenant)
+def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
+                     tenant: str, memory_type: str, candidates: pd.DataFrame, params: PlacementParams,
+                     e5_params: PlacementParams, rebuild: bool, salt: str = "") -> list[dict[str, Any]]:
+    """Plan one memory type, one language at a time (languages never share a topic, and each has
+    its own space and thresholds): offer its candidates to its topics (or, on rebuild, start over)."""
+    with neo4j.session() as session:
+        stored = session.execute_read(queries.read_forest, tenant, [memory_type])
+    langs = [language(text) for text in candidates["memory"]]
+    rows: list[dict[str, Any]] = []
+    for lang in sorted(set(langs)):
+        of_lang = candidates[[code == lang for code in langs]].reset_index(drop=True)
+        space = vectors.space(lang)
+        rows.extend(_plan_language(
+            neo4j, embedder, vectors, tenant, memory_type, lang, space, of_lang,
+            [t for t in stored if topic_language(t) == lang], e5_params if space == E5_SPACE else params,
+            rebuild, salt))
+    return rows
+
+
+def _plan_language(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
+                   tenant: str, memory_type: str, lang: str, space: str, candidates: pd.DataFrame,
+                   stored: Sequence[queries.StoredTopic], params: PlacementParams, rebuild: bool,
+                   salt: str) -> list[dict[str, Any]]:
+    store = MemberStore(neo4j, embedder, tenant, space, vectors)
     ids = candidates["id"].tolist()
-    vectors = np.vstack(candidates["embedding"].to_numpy()).astype(np.float32) if ids else np.zeros((0, embedder.dimension))
-    texts = candidates["memory"].tolist()
-    store.add(ids, texts, vectors)
-    before = load_forest(neo4j, store, tenant, memory_type)
-    plan = plan_cycle({} if rebuild else before, ids, vectors, [language(t) for t in texts], params,
+    matrix = (np.vstack(candidates["embedding"].to_numpy()).astype(np.float32) if ids
+              else np.zeros((0, store.dimension), dtype=np.float32))
+    store.add(ids, candidates["memory"].tolist(), matrix)
+    before = load_forest(stored, store)
+    plan = plan_cycle({} if rebuild else before, ids, matrix, [lang] * len(ids), params,
                       store.matrix, lambda members: topic_id(tenant, memory_type, members, salt))
     rows: list[dict[str, Any]] = []
     for tid in sorted(plan.touched | plan.reparented):
@@ -131,7 +172,7 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: s
             "member_count": topic.member_count,
             "members_before": 0 if rebuild or tid not in before else len(memories_below(before, tid)),
             "centroid": (topic.vector_sum / max(topic.member_count, 1)).astype(float).tolist(),
-            "action": action, "refresh": tid in plan.refresh})
+            "space": space, "action": action, "refresh": tid in plan.refresh})
     retired = rebuild_lineage(before, plan.topics) if rebuild else plan.retired
     reason = REBUILT if rebuild else MERGED_INTO
     rows.extend({"kind": RETIRE, "memory_type": memory_type, "id": old, "successor": new, "reason": reason,
@@ -146,9 +187,10 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: s
     return rows
 
 
-def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str, candidates: pd.DataFrame,
-               params: PlacementParams, rebuild: bool, salt: str = "") -> pd.DataFrame:
+def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource, tenant: str,
+               candidates: pd.DataFrame, params: PlacementParams, e5_params: PlacementParams,
+               rebuild: bool, salt: str = "") -> pd.DataFrame:
     rows = [row for memory_type, of_type in candidates.groupby("memory_type", sort=True)
-            for row in plan_memory_type(neo4j, embedder, tenant, str(memory_type),
-                                        of_type.reset_index(drop=True), params, rebuild, salt)]
+            for row in plan_memory_type(neo4j, embedder, vectors, tenant, str(memory_type),
+                                        of_type.reset_index(drop=True), params, e5_params, rebuild, salt)]
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,13 +26,14 @@ from pydantic import BaseModel, Field
 
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.placement import (
+    E5_PARAMS,
     PlacementParams,
     Topic,
     near_duplicate_roots,
     plan_cycle,
 )
 from mem_assets.reorg.topic_space import languages
-from mem_resources.embedder import EmbedderResource
+from mem_resources.embedder import EmbedderResource, e5_query_embed
 
 
 class EvalItem(BaseModel):
@@ -95,17 +96,37 @@ def holdout_split(items: Sequence[EvalItem]) -> tuple[list[EvalItem], list[EvalI
             [item for item in items if item.topic not in tune])
 
 
-def near_duplicates(topics: dict[str, Topic], merge_similarity: float) -> list[NearDuplicate]:
-    roots = sorted((t for t in topics.values() if t.parent is None), key=lambda t: t.id)
+def near_duplicates(topics: dict[str, Topic], params_of: Callable[[str], PlacementParams]) -> list[NearDuplicate]:
+    """Per language (each in its own space, with its own merge threshold)."""
+    pairs = []
+    for lang in sorted({t.language for t in topics.values()}):
+        roots = sorted((t for t in topics.values() if t.parent is None and t.language == lang), key=lambda t: t.id)
+        pairs.extend(near_duplicate_roots(roots, params_of(lang).merge_similarity))
     return [NearDuplicate(first=a.id, second=b.id, similarity=round(sim, 4))
-            for sim, a, b in near_duplicate_roots(roots, merge_similarity)]
+            for sim, a, b in sorted(pairs, key=lambda pair: -pair[0])]
 
 
-def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource,
-                    params: PlacementParams) -> TopicReport:
+def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, params: PlacementParams,
+                    e5_languages: Sequence[str] = ("zh",), e5_params: PlacementParams = E5_PARAMS,
+                    e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed) -> TopicReport:
+    """Each language is planned on its own, as the assets do: in the embedder's space with
+    ``params``, or for ``e5_languages`` in the multilingual-e5 space (``e5``) with ``e5_params``."""
     ids = [f"m{i}" for i in range(len(items))]
-    vectors = embedder.embed([item.text for item in items]).astype(np.float32)
     langs = languages(item.text for item in items)
+    texts = [item.text for item in items]
+    vectors: dict[str, np.ndarray] = {}
+    for lang in sorted(set(langs.tolist())):
+        rows = np.flatnonzero(langs == lang)
+        embed = e5 if lang in e5_languages else embedder.embed
+        vectors[lang] = np.asarray(embed([texts[r] for r in rows]), dtype=np.float32)
+    position = {ids[r]: k for lang in vectors for k, r in enumerate(np.flatnonzero(langs == lang))}
+
+    def params_of(lang: str) -> PlacementParams:
+        return e5_params if lang in e5_languages else params
+
+    def lookup(lang: str) -> Callable[[Sequence[str]], np.ndarray]:
+        return lambda members: vectors[lang][[position[m] for m in members]]
+
     row_of = {memory: row for row, memory in enumerate(ids)}
     topics: dict[str, Topic] = {}
     unplaced: list[int] = []
@@ -115,20 +136,31 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource,
     for batch in sorted({item.batch for item in items}):
         pool = unplaced + [row for row, item in enumerate(items) if item.batch == batch]
         seen += sum(1 for item in items if item.batch == batch)
-        plan = plan_cycle(topics, [ids[r] for r in pool], vectors[pool], langs[pool], params,
-                          lambda members: vectors[[row_of[m] for m in members]])
-        topics = plan.topics
-        unplaced = [row_of[m] for m in plan.set_aside]
-        reasons = Counter(aside.reason for aside in plan.set_aside.values())
+        forest: dict[str, Topic] = {}
+        left: list[int] = []
+        reasons = Counter[str]()
+        created = grown = refreshed = 0
+        for lang in sorted({str(langs[r]) for r in pool} | {t.language for t in topics.values()}):
+            members = [ids[r] for r in pool if langs[r] == lang]
+            plan = plan_cycle({tid: t for tid, t in topics.items() if t.language == lang}, members,
+                              lookup(lang)(members), [lang] * len(members), params_of(lang), lookup(lang))
+            forest.update(plan.topics)
+            left.extend(row_of[m] for m in plan.set_aside)
+            reasons.update(aside.reason for aside in plan.set_aside.values())
+            created += len(plan.created)
+            grown += len(plan.grown)
+            refreshed += len(plan.refresh)
+        topics, unplaced = forest, left
         per_batch.append(BatchFigures(
             batch=batch, memories=seen, placed=round(1 - len(unplaced) / seen, 4),
             topics=sum(1 for t in topics.values() if t.parent is None),
-            created=len(plan.created), grown=len(plan.grown), refreshed=len(plan.refresh)))
-    return _report(items, ids, topics, unplaced, reasons, per_batch, params)
+            created=created, grown=grown, refreshed=refreshed))
+    return _report(items, ids, topics, unplaced, reasons, per_batch, params_of)
 
 
 def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic], unplaced: list[int],
-            reasons: Counter[str], per_batch: list[BatchFigures], params: PlacementParams) -> TopicReport:
+            reasons: Counter[str], per_batch: list[BatchFigures],
+            params_of: Callable[[str], PlacementParams]) -> TopicReport:
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # 1.5 s: on use
 
     row_of = {memory: row for row, memory in enumerate(ids)}
@@ -156,7 +188,7 @@ def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic],
             topics[root].language for root, rows in by_root.items()
             if sum(1 for r in rows if truth[r] == label) >= 3)
         split += any(count > 1 for count in per_language.values())
-    dupes = near_duplicates(topics, params.merge_similarity)
+    dupes = near_duplicates(topics, params_of)
     langs = languages(item.text for item in items)
     by_language = {}
     for lang in sorted(set(langs.tolist())):

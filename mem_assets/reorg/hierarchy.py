@@ -28,6 +28,8 @@ from mem_assets.reorg import queries
 from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, MemberStore
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
 from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, typical_first
+from mem_assets.reorg.topic_space import language as language_code
+from mem_assets.reorg.vectors import E5_SPACE, MAIN_SPACE, TopicVectorsResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
@@ -58,16 +60,22 @@ class CandidateLoad(NamedTuple):
     counts: pd.DataFrame
     re_embedded: int
     waiting: int
+    vectors_stored: int = 0
+    vectors_deferred: int = 0
 
 
-def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
-                    min_group_size: int, rebuild: bool = False) -> CandidateLoad:
+def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
+                    tenant: str, min_group_size: int, rebuild: bool = False,
+                    e5_max: int | None = None) -> CandidateLoad:
     """Orphans of the memory types due for reorganization (every live memory of every type on a
     rebuild), sorted by type and id so that planning repeats, and the orphan counts per type.
 
     Orphans of types not due are marked ``awaiting_batch`` (a recorded reason, not a placement).
-    Memories without an embedding of the embedder's dimension are embedded here for planning;
-    the graph is not changed.
+    Each candidate's ``embedding`` column holds its vector in its language's topic space
+    (``reorg.vectors``): a memory of an e5 language without a stored e5 vector is embedded here
+    once and the vector kept on its node — at most ``e5_max`` per run (by memory type and id): the
+    others are marked deferred, which the next run plans first; a memory without an embedding of
+    the embedder's dimension is embedded for planning only (the graph keeps its embedding as it is).
     """
     with neo4j.session() as session:
         counts = session.execute_read(queries.orphan_counts, tenant)
@@ -80,20 +88,44 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: st
                                         embedder.dimension) if eligible else []
         waiting_types = [count.memory_type for count in counts if count.memory_type not in eligible]
         waiting = session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH)
-    missing = [row for row, orphan in enumerate(rows) if orphan.embedding is None]
-    fresh = embedder.embed([rows[row].memory for row in missing])
-    vectors = [orphan.embedding for orphan in rows]
-    for row, vector in zip(missing, fresh, strict=True):
-        vectors[row] = vector
+    spaces = [vectors.space(language_code(orphan.memory)) for orphan in rows]
+    unvectored = sorted((rows[row].memory_type, rows[row].id) for row, space in enumerate(spaces)
+                        if space == E5_SPACE and rows[row].reorg_vector is None)
+    later = {mid for _, mid in unvectored[e5_max:]} if e5_max is not None else set()
+    if later:
+        kept = [row for row, orphan in enumerate(rows) if orphan.id not in later]
+        rows, spaces = [rows[row] for row in kept], [spaces[row] for row in kept]
+        with neo4j.session() as session:
+            session.execute_write(queries.mark_deferred, tenant, sorted(later))
+    chosen = [orphan.reorg_vector if space == E5_SPACE else orphan.embedding
+              for orphan, space in zip(rows, spaces, strict=True)]
+    missing = {space: [row for row, vector in enumerate(chosen) if vector is None and spaces[row] == space]
+               for space in (MAIN_SPACE, E5_SPACE)}
+    for space, at in missing.items():
+        for row, vector in zip(at, vectors.embed(space, [rows[row].memory for row in at], embedder), strict=True):
+            chosen[row] = vector
+    stored = _store_vectors(neo4j, tenant, [rows[row] for row in missing[E5_SPACE]],
+                            [chosen[row] for row in missing[E5_SPACE]])
     frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
                           "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
                          columns=CANDIDATE_COLUMNS[:-1])
-    frame["embedding"] = pd.Series(vectors, index=frame.index, dtype=object)
+    frame["embedding"] = pd.Series(chosen, index=frame.index, dtype=object)
     frame = frame.sort_values(["memory_type", "id"], kind="stable", ignore_index=True)
     table = pd.DataFrame([vars(count) for count in counts],
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
-    return CandidateLoad(frame, table, len(missing), waiting)
+    return CandidateLoad(frame, table, len(missing[MAIN_SPACE]), waiting, stored, len(later))
+
+
+def _store_vectors(neo4j: Neo4jResource, tenant: str, orphans: Sequence[queries.Orphan],
+                   vectors: Sequence[np.ndarray], chunk: int = 2000) -> int:
+    stored = 0
+    with neo4j.session() as session:
+        for start in range(0, len(orphans), chunk):
+            part = orphans[start:start + chunk]
+            stored += session.execute_write(queries.store_reorg_vectors, tenant, [o.id for o in part],
+                                            np.asarray(vectors[start:start + chunk]), [o.memory for o in part])
+    return stored
 
 
 def tidy_topics(neo4j: Neo4jResource, tenant: str) -> dict[str, int]:
@@ -253,9 +285,7 @@ class _TypeContext:
         self.memory_type = memory_type
         self.topics: dict[str, dict[str, Any]] = {row["id"]: row for row in topics.to_dict("records")}
         self.store = MemberStore(writer.neo4j, writer.embedder, writer.tenant)
-        if len(candidates):
-            self.store.add(candidates["id"].tolist(), candidates["memory"].tolist(),
-                           np.vstack(candidates["embedding"].to_numpy()))
+        self.store.texts.update(zip(candidates["id"], candidates["memory"], strict=True))
         refresh = [row for row in self.topics.values() if row["refresh"]]
         with writer.neo4j.session() as session:
             subtopics = sorted({c for row in refresh if row["level"] == 2 for c in row["children"]})
@@ -347,6 +377,7 @@ class _TypeContext:
         dynamic = {
             "reorg_level": int(row["level"]), "reorg_member_count": len(row["children"]),
             "member_count": int(row["member_count"]), "reorg_centroid": list(row["centroid"]),
+            "reorg_centroid_space": row["space"],
             "reorg_language": row["language"], "updated_at": now,
             "sources": json.dumps([{"type": "memory", "memory_id": c} for c in sorted(row["children"])]),
         }

@@ -44,13 +44,16 @@ AMBIGUOUS = "ambiguous"
 
 @dataclass(frozen=True)
 class PlacementParams:
-    """Thresholds are cosines in the topic space (see ``topic_space``); tuned in docs/reorg.md."""
+    """Thresholds are cosines in the topic space (see ``topic_space``). The defaults are for the
+    offline WordLlama embedder's space and ``E5_PARAMS`` for the multilingual-e5 space, each the
+    purest setting that places >= 95 % of its language on the tuning half of the labeled set
+    (docs/reorg.md)."""
 
-    place_similarity: float = 0.30
+    place_similarity: float = 0.15
     place_margin: float = 0.03
     group_similarity: float = 0.15
     merge_similarity: float = 0.40
-    attach_similarity: float = 0.15
+    attach_similarity: float = 0.10
     attach_margin: float = 0.05
     max_members: int = 20
     min_cluster_size: int = 3
@@ -58,6 +61,11 @@ class PlacementParams:
     block_rows: int = 1000
     split_languages: bool = True
     seed: int = 0
+
+
+#: Thresholds in the multilingual-e5-small ``query:`` space (``reorg.vectors``; Chinese by default).
+E5_PARAMS = PlacementParams(place_similarity=0.25, place_margin=0.03, group_similarity=0.15,
+                            merge_similarity=0.35, attach_similarity=0.10, attach_margin=0.05)
 
 
 @dataclass

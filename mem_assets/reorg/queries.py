@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
+from mem_assets.reorg.vectors import vector_key
 from mem_resources.memory_queries import Bulk, live_memory
 
 TOPIC_TYPE = "topic"
@@ -47,6 +48,7 @@ class Orphan:
     memory: str
     embedding: np.ndarray | None
     set_aside: bool
+    reorg_vector: np.ndarray | None = None
 
 
 def orphan_counts(tx: ManagedTransaction, tenant: str) -> list[OrphanCount]:
@@ -68,23 +70,53 @@ def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
                  dimension: int) -> list[Orphan]:
     """All orphans of the given memory types, in no particular order (sort them in the client:
     a server-side ORDER BY would hold every embedding in the database's heap at once). Vectors
-    become float32 arrays as they stream in; one of another dimension comes back as None."""
+    become float32 arrays as they stream in; one of another dimension comes back as None. The
+    stored e5 vector comes back when it was made from the memory's current text."""
     result = tx.run(
         _ORPHANS + """
         AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
         RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, coalesce(m.memory, m.data, '') AS memory,
-               m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside
+               m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside,
+               m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
         tenant=tenant, memory_types=list(memory_types),
     )
-    orphans = []
-    for record in result:
-        vector = record["embedding"]
-        embedding = (np.asarray(vector, dtype=np.float32)
-                     if vector is not None and len(vector) == dimension else None)
-        orphans.append(Orphan(record["id"], record["memory_type"], record["memory"], embedding,
-                              record["set_aside"]))
-    return orphans
+    return [_orphan(record, dimension) for record in result]
+
+
+def _stored_vector(record: Any) -> np.ndarray | None:
+    """The record's stored e5 vector if it was made from the record's text by the current model."""
+    stored = record["reorg_vector"]
+    if stored is None or record["reorg_vector_key"] != vector_key(record["memory"]):
+        return None
+    return np.asarray(stored, dtype=np.float32)
+
+
+def _orphan(record: Any, dimension: int) -> Orphan:
+    vector = record["embedding"]
+    return Orphan(record["id"], record["memory_type"], record["memory"],
+                  np.asarray(vector, dtype=np.float32) if vector is not None and len(vector) == dimension else None,
+                  record["set_aside"], _stored_vector(record))
+
+
+def store_reorg_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str], vectors: np.ndarray,
+                        texts: Sequence[str]) -> int:
+    """Keep each memory's e5 vector on its node with the key of the text it was made from, so no
+    later cycle embeds that text again."""
+    if not ids:
+        return 0
+    record = tx.run(
+        """
+        UNWIND $rows AS row
+        MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX m:MemoryItem(user_name, id)
+        SET m.reorg_vector = row.vector, m.reorg_vector_key = row.key
+        RETURN count(m) AS stored
+        """,
+        tenant=tenant,
+        rows=[{"id": i, "vector": v.astype(float).tolist(), "key": vector_key(text)}
+              for i, v, text in zip(ids, vectors, texts, strict=True)],
+    ).single()
+    return record["stored"] if record else 0
 
 
 def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> int:
@@ -173,17 +205,18 @@ class StoredTopic:
     memory_type: str
     level: int
     language: str | None
-    centroid: np.ndarray | None
+    centroid: list[float] | None
+    centroid_space: str | None
     member_count: int | None
     memory: str
     parent: str | None
     children: list[str]
 
 
-def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str],
-                dimension: int) -> list[StoredTopic]:
+def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]) -> list[StoredTopic]:
     """The tenant's activated topics of these memory types with their children (hygiene has
-    moved edges off archived members before this is read)."""
+    moved edges off archived members before this is read). Centroids come back as stored, with
+    the space they were computed in (``reorg.vectors``: the caller checks it)."""
     result = tx.run(
         f"""
         MATCH (t:MemoryItem {{user_name: $tenant}})
@@ -200,38 +233,38 @@ def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]
         }}
         RETURN t.id AS id, coalesce(t.memory_type, 'LongTermMemory') AS memory_type,
                coalesce(t.reorg_level, 1) AS level, t.reorg_language AS language,
-               t.reorg_centroid AS centroid, t.member_count AS member_count,
+               t.reorg_centroid AS centroid, t.reorg_centroid_space AS centroid_space,
+               t.member_count AS member_count,
                coalesce(t.memory, '') AS memory, parent, children
         """,
         tenant=tenant, memory_types=list(memory_types), topic=TOPIC_TYPE,
     )
     topics = []
     for record in result:
-        centroid = record["centroid"]
         topics.append(StoredTopic(
             id=record["id"], memory_type=record["memory_type"], level=int(record["level"]),
-            language=record["language"],
-            centroid=(np.asarray(centroid, dtype=np.float64)
-                      if centroid is not None and len(centroid) == dimension else None),
+            language=record["language"], centroid=record["centroid"], centroid_space=record["centroid_space"],
             member_count=record["member_count"], memory=record["memory"], parent=record["parent"],
             children=sorted(record["children"])))
     return topics
 
 
-def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
-                 dimension: int) -> dict[str, tuple[str, np.ndarray | None]]:
-    """Text and embedding (None if absent or of another dimension) of the given memories."""
+def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimension: int,
+                 e5: bool = False) -> dict[str, tuple[str, np.ndarray | None]]:
+    """Text and vector (None if absent, stale or of another dimension) of the given memories:
+    their ``embedding``, or with ``e5`` their stored e5 vector."""
     result = tx.run(
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding
+        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
+               m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
         tenant=tenant, ids=list(ids),
     )
     members = {}
     for record in result:
-        vector = record["embedding"]
+        vector = _stored_vector(record) if e5 else record["embedding"]
         members[record["id"]] = (record["memory"],
                                  np.asarray(vector, dtype=np.float32)
                                  if vector is not None and len(vector) == dimension else None)
@@ -259,14 +292,12 @@ def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequen
         WHERE {live_memory("m")} AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
         RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type,
                coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
-               m.reorg_set_aside_at IS NOT NULL AS set_aside
+               m.reorg_set_aside_at IS NOT NULL AS set_aside,
+               m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
         tenant=tenant, memory_types=list(memory_types),
     )
-    return [Orphan(r["id"], r["memory_type"], r["memory"],
-                   np.asarray(r["embedding"], dtype=np.float32)
-                   if r["embedding"] is not None and len(r["embedding"]) == dimension else None,
-                   r["set_aside"]) for r in result]
+    return [_orphan(record, dimension) for record in result]
 
 
 def live_memory_types(tx: ManagedTransaction, tenant: str) -> list[str]:

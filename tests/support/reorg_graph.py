@@ -10,6 +10,7 @@ import dagster as dg
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
 from mem_assets.reorg.summarizers import ExtractiveSummarizer, SummarizerResource
+from mem_assets.reorg.vectors import TopicVectorsResource
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.memory_model import (
     MemoryItem,
@@ -24,6 +25,8 @@ from mem_resources.neo4j_resource import Neo4jResource
 REORG_ASSETS = [reorg_candidates, memory_clusters, summary_parents, *reorg_checks]
 #: The offline semantic embedder the reorganization is tuned for (256 dimensions).
 EMBEDDER = WordLlamaEmbedder()
+#: Chinese topics in the multilingual-e5 space, English in the embedder's (the defaults).
+TOPIC_VECTORS = TopicVectorsResource()
 
 
 def write_memories(neo4j: Neo4jResource, tenant: str, texts: Sequence[str],
@@ -45,7 +48,7 @@ def write_memories(neo4j: Neo4jResource, tenant: str, texts: Sequence[str],
 
 def reorg_resources(neo4j: Neo4jResource,
                     summarizer: SummarizerResource | None = None) -> dict[str, Any]:
-    return {"neo4j": neo4j, "embedder": EMBEDDER,
+    return {"neo4j": neo4j, "embedder": EMBEDDER, "topic_vectors": TOPIC_VECTORS,
             "summarizer": summarizer or ExtractiveSummarizer()}
 
 

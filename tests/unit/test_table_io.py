@@ -40,3 +40,15 @@ def test_empty_tables_keep_their_columns_and_nothing_is_pickled():
     with zipfile.ZipFile(BytesIO(data)) as archive:
         assert sorted(archive.namelist()) == ["columns.json", "table.json", "v.npy"]
         np.load(BytesIO(archive.read("v.npy")), allow_pickle=False)
+
+
+def test_vectors_of_different_lengths_round_trip():
+    """Reorganization candidates: English rows carry the embedder's vector, Chinese rows e5's."""
+    frame = pd.DataFrame({"id": ["en", "zh", "en2"],
+                          "embedding": [np.arange(4, dtype=np.float32), np.arange(6, dtype=np.float32) / 7,
+                                        np.ones(4, dtype=np.float32)]})
+    back = load_table(dump_table(frame))
+    assert [len(v) for v in back["embedding"]] == [4, 6, 4]
+    for got, want in zip(back["embedding"], frame["embedding"], strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)

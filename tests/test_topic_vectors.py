@@ -1,0 +1,149 @@
+"""Chinese topics in the multilingual-e5 space on the real Neo4j: each memory is embedded with e5
+once, the vector is kept on its node and every later cycle (new arrivals, a rebuild) reuses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+
+from mem_assets.reorg.topic_space import language
+from mem_assets.reorg.vectors import (
+    E5_DIMENSION,
+    E5_SPACE,
+    TopicVectorsResource,
+    vector_key,
+)
+from mem_resources.neo4j_resource import Neo4jResource
+from tests.support.reorg_graph import (
+    REORG_ASSETS,
+    graph_counts,
+    materialization_metadata,
+    reorg_resources,
+    run_reorg,
+    write_memories,
+)
+
+ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
+THEMES = ("tea", "calligraphy", "badminton")
+
+
+def _chinese(batch: int) -> list[str]:
+    rows = [json.loads(line) for line in ITEMS.read_text(encoding="utf-8").splitlines()]
+    return [row["text"] for row in rows if row["topic"] in THEMES and row["batch"] == batch
+            and language(row["text"]) == "zh"]
+
+
+def _stored(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple[str | None, list[float] | None]]:
+    with neo4j.session() as session:
+        rows = session.run(
+            """
+            MATCH (m:MemoryItem {user_name: $tenant}) WHERE coalesce(m.type, '') <> 'topic'
+            RETURN m.memory AS memory, m.reorg_vector_key AS key, m.reorg_vector AS vector
+            """, tenant=tenant).data()
+    return {row["memory"]: (row["key"], row["vector"]) for row in rows}
+
+
+def _topics(neo4j: Neo4jResource, tenant: str) -> list[dict]:
+    with neo4j.session() as session:
+        return session.run(
+            """
+            MATCH (t:MemoryItem {user_name: $tenant, type: 'topic', status: 'activated'})
+            RETURN t.id AS id, t.reorg_language AS language, t.reorg_centroid_space AS space,
+                   size(t.reorg_centroid) AS dimension
+            """, tenant=tenant).data()
+
+
+def run_reorg_with(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance,
+                   vectors: TopicVectorsResource) -> dg.ExecuteInProcessResult:
+    instance.add_dynamic_partitions("tenants", [tenant])
+    return dg.materialize(REORG_ASSETS, partition_key=tenant, instance=instance,
+                          resources={**reorg_resources(neo4j), "topic_vectors": vectors})
+
+
+def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, instance):
+    first, second = _chinese(1), _chinese(2)
+    english = ["I went for a long run along the river this morning.",
+               "My running shoes are wearing out after 600 km."]
+    assert len(first) >= 20 and len(second) >= 5
+    write_memories(neo4j, tenant, first + english)
+    result = run_reorg(neo4j, tenant, instance)
+    assert result.success
+    assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first)
+    stored = _stored(neo4j, tenant)
+    assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == E5_DIMENSION for text in first)
+    assert all(stored[text] == (None, None) for text in english)
+    topics = _topics(neo4j, tenant)
+    chinese = [t for t in topics if t["language"] == "zh"]
+    assert chinese and all(t["space"] == E5_SPACE and t["dimension"] == E5_DIMENSION for t in chinese)
+
+    write_memories(neo4j, tenant, second)
+    again = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+    assert again.success
+    assert materialization_metadata(again, "reorg_candidates")["e5_vectors_stored"] == len(second)
+    after = _stored(neo4j, tenant)
+    assert all(np.array_equal(after[text][1], stored[text][1]) for text in first)
+
+    rewritten = first[0] + "（后来又补充了一句）"
+    with neo4j.session() as session:
+        session.run("MATCH (m:MemoryItem {user_name: $tenant, memory: $old}) SET m.memory = $new",
+                    tenant=tenant, old=first[0], new=rewritten).consume()
+    rebuild = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"rebuild": True}}}})
+    assert rebuild.success
+    metadata = materialization_metadata(rebuild, "reorg_candidates")
+    assert metadata["candidates"] == len(first) + len(second) + len(english)
+    assert metadata["e5_vectors_stored"] == 1, "only the memory whose text changed is embedded again"
+    final = _stored(neo4j, tenant)
+    assert final[rewritten][0] == vector_key(rewritten)
+    assert {text: final[text] for text in final if text != rewritten} == \
+        {text: after[text] for text in after if text != first[0]}
+
+
+def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, tenant, instance):
+    first = _chinese(1)
+    write_memories(neo4j, tenant, first)
+    capped = {"ops": {"reorg_candidates": {"config": {"e5_max_per_run": 10}}}}
+    stored, deferred = [], []
+    for _ in range(3):
+        result = run_reorg(neo4j, tenant, instance, run_config=capped)
+        metadata = materialization_metadata(result, "reorg_candidates")
+        stored.append(metadata["e5_vectors_stored"])
+        deferred.append(metadata["e5_deferred_to_next_run"])
+        with neo4j.session() as session:
+            waiting = session.run(
+                "MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.reorg_deferred_at IS NOT NULL "
+                "RETURN count(m) AS n, count(m.reorg_vector) AS with_vector", tenant=tenant).single()
+        assert (waiting["n"], waiting["with_vector"]) == (deferred[-1], 0)
+    assert stored == [10, 10, len(first) - 20]
+    assert deferred == [len(first) - 10, len(first) - 20, 0]
+    assert all(key == vector_key(text) for text, (key, _) in _stored(neo4j, tenant).items())
+
+    before = graph_counts(neo4j, tenant)
+    idle = run_reorg(neo4j, tenant, instance)
+    assert materialization_metadata(idle, "reorg_candidates")["candidates"] == 0
+    assert graph_counts(neo4j, tenant) == before
+
+
+def test_chinese_topics_of_the_embedder_space_move_to_e5_when_they_next_grow(neo4j, tenant, instance):
+    write_memories(neo4j, tenant, _chinese(1))
+    before = run_reorg_with(neo4j, tenant, instance, TopicVectorsResource(e5_languages=[]))
+    assert before.success
+    assert {t["space"] for t in _topics(neo4j, tenant)} == {"embedding"}
+    assert all(key is None for key, _ in _stored(neo4j, tenant).values())
+
+    write_memories(neo4j, tenant, _chinese(2))
+    after = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+    assert after.success
+    grown = {row["id"] for row in after.output_for_node("memory_clusters").to_dict("records")
+             if row["kind"] == "topic"}
+    assert grown
+    topics = {t["id"]: t for t in _topics(neo4j, tenant)}
+    assert all(topics[tid]["space"] == E5_SPACE and topics[tid]["dimension"] == E5_DIMENSION for tid in grown)
+    stored = _stored(neo4j, tenant)
+    assert all(key == vector_key(text) for text, (key, _) in stored.items()), \
+        "members of old topics got their e5 vector when their centroid was recomputed, kept for later cycles"

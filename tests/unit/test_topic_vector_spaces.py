@@ -1,0 +1,86 @@
+"""Per-language topic spaces: which vectors a language uses, stored centroids only reused in
+their own space, and English never sent to e5 by default (it would cost ~17 ms per memory)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
+from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
+from mem_assets.reorg.topic_space import language
+from mem_assets.reorg.vectors import (
+    E5_DIMENSION,
+    E5_SPACE,
+    MAIN_SPACE,
+    TopicVectorsResource,
+    centroid_in_space,
+)
+from mem_resources.embedder import HashingEmbedder
+from mem_resources.settings import Settings
+
+
+def test_languages_choose_their_space():
+    vectors = TopicVectorsResource()
+    assert vectors.space("zh") == E5_SPACE
+    assert vectors.space("en") == MAIN_SPACE
+    assert TopicVectorsResource(e5_languages=[]).space("zh") == MAIN_SPACE
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("zh", ["zh"]), ("en, ZH", ["en", "zh"]), ("none", []), ("", [])])
+def test_the_setting_lists_languages(raw, expected):
+    assert Settings(topic_e5_languages=raw).e5_languages == expected
+
+
+def test_the_setting_refuses_unknown_languages():
+    with pytest.raises(ValidationError):
+        Settings(topic_e5_languages="zh,fr")
+
+
+def test_a_stored_centroid_is_used_only_in_its_own_space():
+    e5 = [0.1] * E5_DIMENSION
+    assert centroid_in_space(e5, E5_SPACE, E5_SPACE, 256) is not None
+    assert centroid_in_space([0.1] * 256, None, E5_SPACE, 256) is None, "a WordLlama centroid of an old topic"
+    assert centroid_in_space([0.1] * 256, None, MAIN_SPACE, 256) is not None, "written before spaces were named"
+    assert centroid_in_space(e5, E5_SPACE, MAIN_SPACE, 384) is None, "same size, other space"
+    assert centroid_in_space([0.1] * 255, MAIN_SPACE, MAIN_SPACE, 256) is None
+    assert centroid_in_space(None, None, MAIN_SPACE, 256) is None
+
+
+def _items() -> list[EvalItem]:
+    english = {"dog": ["The dog chewed the sofa", "Walked the dog in the park", "The dog barks at night",
+                       "Bought dog food"],
+               "tea": ["Brewed green tea", "Tea with milk in the morning", "Bought oolong tea", "A tea set"]}
+    chinese = {"dog": ["狗狗咬坏了沙发", "在公园遛狗", "狗晚上一直叫", "买了狗粮"],
+               "tea": ["泡了一壶绿茶", "早上喝奶茶", "买了乌龙茶", "一套新茶具"]}
+    return [EvalItem(text=text, topic=topic, batch=1 + i % 2)
+            for themes in (english, chinese) for topic, texts in themes.items() for i, text in enumerate(texts)]
+
+
+def _fake_e5(seen: list[str]):
+    """Distinct 384-d vectors per theme (a stand-in for the model: what matters is who is asked)."""
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        seen.extend(texts)
+        rng = np.random.default_rng(0)
+        axes = rng.normal(size=(2, E5_DIMENSION))
+        rows = np.array([axes[int("茶" in text)] + 0.1 * rng.normal(size=E5_DIMENSION) for text in texts])
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    return embed
+
+
+def test_only_e5_languages_are_sent_to_e5_and_each_language_plans_in_its_own_space():
+    seen: list[str] = []
+    report = evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), ["zh"], E5_PARAMS,
+                             _fake_e5(seen))
+    assert sorted(seen) == sorted(item.text for item in _items() if language(item.text) == "zh"), \
+        "each Chinese text embedded once, no English text"
+    assert report.by_language["zh"].placed == 1.0
+    assert report.by_language["zh"].purity == 1.0
+    assert report.near_duplicate_pairs == 0
+
+    none: list[str] = []
+    evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), [], E5_PARAMS, _fake_e5(none))
+    assert none == []
