@@ -6,10 +6,9 @@ Chinese, so by default Chinese topics use multilingual-e5-small ``query:`` vecto
 text, so each memory is embedded once and the vector kept on its node (``reorg_vector``, with
 ``reorg_vector_key`` naming the model and a digest of the text it was made from: a vector whose key
 does not match — a merge rewrote the text, the model changed — is made again); later cycles read
-it back. English stays in the
-configured embedder's space (``embedding``), which costs nothing extra. Every topic's stored
-centroid names the space it is in (``reorg_centroid_space``); one of another space is recomputed
-from its members' vectors, never compared across spaces.
+it back. English stays in the configured embedder's space (``embedding``), which costs nothing
+extra. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one of
+another space is recomputed from its members' vectors, never compared across spaces.
 """
 
 from __future__ import annotations
