@@ -84,12 +84,13 @@ def ensure(session: Session, embedding_dimension: int) -> None:
     missing = [statement for name, statement in _STATEMENTS.items() if name not in names]
     for statement in missing:
         session.run(statement).consume()
-    if live is None:
+    created_vector_index = live is None
+    if created_vector_index:
         session.run(_vector_index_statement(), options=_vector_options(embedding_dimension)).consume()
         live = vector_index_dimension(session)
     if live != embedding_dimension:
         raise SchemaMismatchError(mismatch_message(live, embedding_dimension))
-    if missing or pending or VECTOR_INDEX not in names:
+    if missing or pending or created_vector_index:
         session.run("CALL db.awaitIndexes(300)").consume()
 
 

@@ -5,13 +5,13 @@ from neo4j import Session
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.assets import summary_parents
+from mem_assets.reorg.cycle import topic_language
 from mem_assets.reorg.placement import (
     E5_PARAMS,
     PlacementParams,
     Topic,
     near_duplicate_roots,
 )
-from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import E5_SPACE, MAIN_SPACE, centroid_in_space
 from mem_resources.checks import checks_step
 from mem_resources.embedder import EmbedderResource
@@ -53,12 +53,12 @@ def no_near_duplicate_topics(session: Session, tenant: str,
     types = session.execute_read(queries.live_memory_types, tenant)
     stored = session.execute_read(queries.read_forest, tenant, types)
     offenders = []
-    for memory_type, lang, space in sorted({(t.memory_type, t.language or language(t.memory),
-                                             t.centroid_space or MAIN_SPACE) for t in stored}):
+    for memory_type, lang, space in sorted({(t.memory_type, topic_language(t), t.centroid_space or MAIN_SPACE)
+                                            for t in stored}):
         roots = []
         for t in stored:
             centroid = centroid_in_space(t.centroid, t.centroid_space, space, embedder.dimension)
-            if (t.memory_type, t.language or language(t.memory)) == (memory_type, lang) \
+            if (t.memory_type, topic_language(t)) == (memory_type, lang) \
                     and t.parent is None and centroid is not None:
                 roots.append(Topic(id=t.id, level=t.level, language=lang, children=t.children,
                                    vector_sum=centroid * (t.member_count or 1), member_count=t.member_count or 1))

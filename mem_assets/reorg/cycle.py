@@ -49,6 +49,18 @@ def topic_id(tenant: str, memory_type: str, members: Sequence[str], salt: str = 
     return memory_id(hashlib.md5(payload.encode("utf-8")).hexdigest())
 
 
+def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors: Sequence[np.ndarray],
+                  texts: Sequence[str], chunk: int = 2000) -> int:
+    """Keep e5 vectors on their memories' nodes, a write transaction per ``chunk``."""
+    stored = 0
+    with neo4j.session() as session:
+        for start in range(0, len(ids), chunk):
+            stored += session.execute_write(
+                queries.store_reorg_vectors, tenant, ids[start:start + chunk],
+                np.asarray(vectors[start:start + chunk]), texts[start:start + chunk])
+    return stored
+
+
 class MemberStore:
     """Member texts and vectors of one topic space read from the graph on demand (splits,
     summaries), cached. A member without a usable vector is embedded from its text; in the e5
@@ -77,12 +89,11 @@ class MemberStore:
             found = session.execute_read(queries.read_members, self.tenant, missing, self.dimension,
                                          self.space == E5_SPACE)
         unembedded = [i for i, (_, vector) in found.items() if vector is None]
-        made = self.topic_vectors.embed(self.space, [found[i][0] for i in unembedded], self.embedder)
+        texts = [found[i][0] for i in unembedded]
+        made = self.topic_vectors.embed(self.space, texts, self.embedder)
         fresh = dict(zip(unembedded, made, strict=True))
-        if self.space == E5_SPACE and unembedded:
-            with self.neo4j.session() as session:
-                session.execute_write(queries.store_reorg_vectors, self.tenant, unembedded, made,
-                                      [found[i][0] for i in unembedded])
+        if self.space == E5_SPACE:
+            store_vectors(self.neo4j, self.tenant, unembedded, made, texts)
         for i, (text, vector) in found.items():
             self.texts[i] = text
             self.vectors[i] = vector if vector is not None else fresh[i]

@@ -161,7 +161,10 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
 def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic], unplaced: list[int],
             reasons: Counter[str], per_batch: list[BatchFigures],
             params_of: Callable[[str], PlacementParams]) -> TopicReport:
-    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # 1.5 s: on use
+    from sklearn.metrics import (  # 1.5 s: on use
+        adjusted_rand_score,
+        normalized_mutual_info_score,
+    )
 
     row_of = {memory: row for row, memory in enumerate(ids)}
     truth = np.array([item.topic for item in items], dtype=object)

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-import numpy as np
 import pandas as pd
 
 from mem_assets.reorg import queries
-from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, MemberStore
+from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, MemberStore, store_vectors
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
 from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.topic_space import language as language_code
@@ -104,8 +103,9 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     for space, at in missing.items():
         for row, vector in zip(at, vectors.embed(space, [rows[row].memory for row in at], embedder), strict=True):
             chosen[row] = vector
-    stored = _store_vectors(neo4j, tenant, [rows[row] for row in missing[E5_SPACE]],
-                            [chosen[row] for row in missing[E5_SPACE]])
+    stored = store_vectors(neo4j, tenant, [rows[row].id for row in missing[E5_SPACE]],
+                           [chosen[row] for row in missing[E5_SPACE]],
+                           [rows[row].memory for row in missing[E5_SPACE]])
     frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
                           "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
                          columns=CANDIDATE_COLUMNS[:-1])
@@ -115,17 +115,6 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
     return CandidateLoad(frame, table, len(missing[MAIN_SPACE]), waiting, stored, len(later))
-
-
-def _store_vectors(neo4j: Neo4jResource, tenant: str, orphans: Sequence[queries.Orphan],
-                   vectors: Sequence[np.ndarray], chunk: int = 2000) -> int:
-    stored = 0
-    with neo4j.session() as session:
-        for start in range(0, len(orphans), chunk):
-            part = orphans[start:start + chunk]
-            stored += session.execute_write(queries.store_reorg_vectors, tenant, [o.id for o in part],
-                                            np.asarray(vectors[start:start + chunk]), [o.memory for o in part])
-    return stored
 
 
 def tidy_topics(neo4j: Neo4jResource, tenant: str) -> dict[str, int]:

@@ -113,8 +113,8 @@ def store_reorg_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
         RETURN count(m) AS stored
         """,
         tenant=tenant,
-        rows=[{"id": i, "vector": v.astype(float).tolist(), "key": vector_key(text)}
-              for i, v, text in zip(ids, vectors, texts, strict=True)],
+        rows=Bulk({"id": i, "vector": v.astype(float).tolist(), "key": vector_key(text)}
+                  for i, v, text in zip(ids, vectors, texts, strict=True)),
     ).single()
     return record["stored"] if record else 0
 
@@ -257,10 +257,12 @@ def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimens
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
-               m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
+        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory,
+               CASE WHEN $e5 THEN null ELSE m.embedding END AS embedding,
+               CASE WHEN $e5 THEN m.reorg_vector END AS reorg_vector,
+               CASE WHEN $e5 THEN m.reorg_vector_key END AS reorg_vector_key
         """,
-        tenant=tenant, ids=list(ids),
+        tenant=tenant, ids=list(ids), e5=e5,
     )
     members = {}
     for record in result:
