@@ -3,6 +3,7 @@ multilingual-e5 for the offline judge."""
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
@@ -151,6 +152,17 @@ def e5_query_embed(texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     return normalize_rows(np.asarray(e5_model().query(list(texts)), dtype=np.float32).reshape(len(texts), 384))
+
+
+#: Stored-vector tags: a vector kept on a node names its space, so a change of model or prefix
+#: (or a rewritten text, see ``stored_vector_key``) makes it again.
+E5_PASSAGE_SPACE = "multilingual-e5-small/passage"
+E5_QUERY_SPACE = "multilingual-e5-small/query"
+
+
+def stored_vector_key(space: str, text: str) -> str:
+    """What a vector kept on a node was made from: its space and a digest of the text."""
+    return f"{space}:{hashlib.sha1(text.encode('utf-8')).hexdigest()[:16]}"
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:

@@ -9,14 +9,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
+import numpy as np
 import pytest
 
+from mem_assets.dedup import queries
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.dedup.checks import dedup_checks
 from mem_assets.dedup.judges import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_assets.dedup.sensors import build_dedup_sensor
 from mem_resources import memory_queries
-from mem_resources.embedder import HashingEmbedder
+from mem_resources.embedder import E5_PASSAGE_SPACE, HashingEmbedder, e5_embed
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.memory_model import (
     MemoryItem,
@@ -178,6 +180,34 @@ def test_rerun_changes_nothing_and_makes_no_judge_calls(neo4j, instance, tenant)
     assert metadata(third, "dedup_candidates")["unchecked_nodes"] == 3
     assert metadata(third, "relation_judgments")["judge_calls"] == 0
     assert graph_state(neo4j, tenant) == before
+
+
+def test_the_judges_text_vectors_are_kept_on_nodes_and_each_text_is_embedded_once(neo4j, instance, tenant):
+    """The accurate judge embeds a memory once in its life, not once per run it is a candidate in:
+    a later run reads the older candidates' vectors back, bit for bit what it would make."""
+    tea, coffee = write_items(neo4j, tenant, ["The user likes green tea.", "The user likes black coffee."])
+    first = metadata(run_dedup(neo4j, tenant, instance), "relation_judgments")
+    assert (first["text_vectors_made"], first["text_vectors_reused"]) == (2, 0)
+    stored = {n["memory"]: np.frombuffer(n["judge_vector"], dtype="<f4")
+              for n in nodes(neo4j, tenant).values() if "judge_vector" in n}
+    assert set(stored) == {"The user likes green tea.", "The user likes black coffee."}
+    for text, vector in stored.items():
+        assert np.array_equal(vector, e5_embed([text])[0])
+
+    write_items(neo4j, tenant, ["The user likes green tea with honey."], start_minutes=30)
+    second = run_dedup(neo4j, tenant, instance)
+    pairs = second.output_for_node("dedup_candidates")
+    assert {frozenset(p) for p in zip(pairs.left_id, pairs.right_id, strict=True)} >= {frozenset((tea, memory_id(
+        payload_hash(tenant, "LongTermMemory", "The user likes green tea with honey."))))}
+    judged = metadata(second, "relation_judgments")
+    assert judged["text_vectors_made"] == 1
+    assert judged["text_vectors_reused"] == len(set(pairs.left_text) | set(pairs.right_text)) - 1
+
+    with neo4j.session() as session:  # a rewritten text: its kept vector no longer stands for it
+        session.run("MATCH (n:MemoryItem {user_name: $t, id: $id}) SET n.memory = 'The user likes espresso.'",
+                    t=tenant, id=coffee).consume()
+        kept = session.execute_read(queries.judge_vectors, tenant, [tea, coffee], E5_PASSAGE_SPACE)
+    assert set(kept) == {"The user likes green tea."}
 
 
 def test_a_new_repeat_of_a_merged_node_is_compared_with_the_merged_node(neo4j, instance, tenant):

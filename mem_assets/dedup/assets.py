@@ -148,10 +148,15 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     one judge request per new node with all its candidates, judged once per content pair
     (cached in the graph), so reruns cost no judge calls."""
     tenant = tenant_of(context)
+    space = judge.deep_vector_space
     with neo4j.session() as session:
         report = judge_pairs(dedup_candidates, judge,
                              lambda keys: session.execute_read(queries.cached_judgments, tenant, keys),
-                             sink=context.log.info, label=f"judge {tenant}")
+                             sink=context.log.info, label=f"judge {tenant}",
+                             stored_vectors=space and (
+                                 lambda ids: session.execute_read(queries.judge_vectors, tenant, ids, space)))
+        if report.vectors_to_store:
+            session.execute_write(queries.store_judge_vectors, tenant, report.vectors_to_store, space)
         if report.to_cache:
             now = utc_now()
             session.execute_write(queries.store_judgments, tenant,
@@ -190,6 +195,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "nodes_judged": report.requests,
         "judge_calls": usage.calls,
         "judge_calls_per_new_node": _per_new_node(usage.calls, new_nodes),
+        "text_vectors_reused": report.vectors_reused,
+        "text_vectors_made": len({text for _, text, _ in report.vectors_to_store}),
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "preview": preview_table(frame, ["label", "left_text", "right_text", "reason"]),

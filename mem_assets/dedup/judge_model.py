@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
@@ -142,10 +142,11 @@ def load(kind: ModelKind = "accurate") -> JudgeModel:
     return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
 
 
-def featurizer(deep: bool = True) -> PairFeaturizer:
+def featurizer(deep: bool = True, known_deep: Mapping[str, np.ndarray] | None = None) -> PairFeaturizer:
     """A featurizer for the accurate (``deep``) or the fast model; it keeps every text it has
-    parsed and embedded, so pairs judged in several batches embed each text once."""
-    return PairFeaturizer(wordllama_embed, e5_embed if deep else None)
+    parsed and embedded, so pairs judged in several batches embed each text once. ``known_deep``:
+    e5 passage vectors of texts already embedded (kept on their nodes), not made again."""
+    return PairFeaturizer(wordllama_embed, e5_embed if deep else None, known_deep if deep else None)
 
 
 def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.ndarray:

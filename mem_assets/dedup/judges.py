@@ -16,8 +16,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 from dagster import ConfigurableResource
 from pydantic import Field
 
@@ -32,6 +33,7 @@ from mem_assets.dedup.judge_requests import (
 )
 from mem_assets.dedup.labels import Label, ModelKind
 from mem_assets.dedup.prompts import FUSE_SYSTEM, JUDGE_SYSTEM
+from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import ChatUsage, OpenAIChatResource
 from mem_resources.text import unsupported_words
 
@@ -64,6 +66,15 @@ Advance = Callable[[int], None]
 """Told how many more pairs are judged, as they are (progress)."""
 
 
+@dataclass
+class DeepVectors:
+    """A judge's contextual text vectors that outlive a run (kept on the nodes): ``known`` are
+    read back before judging, ``made`` are the ones the judge had to compute, to be stored."""
+
+    known: dict[str, np.ndarray] = field(default_factory=dict)
+    made: dict[str, np.ndarray] = field(default_factory=dict)
+
+
 def _split(judged: Sequence[Judgment], requests: Sequence[JudgeRequest]) -> list[list[Judgment]]:
     """A flat list of judgments back into one list per request."""
     results, start = [], 0
@@ -85,8 +96,14 @@ class JudgeResource(ConfigurableResource, ABC):
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         """Label (older, newer) text pairs."""
 
-    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None
-                       ) -> tuple[list[list[Judgment]], ChatUsage]:
+    @property
+    def deep_vector_space(self) -> str | None:
+        """The space of the text vectors this judge computes and would reuse from earlier runs
+        (``DeepVectors``); None when it computes none worth keeping."""
+        return None
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         """Label each request's candidates against its new memory; by default every pair in one
         batch of ``judge_pairs``."""
         flat = [pair for request in requests for pair in request.pairs()]
@@ -125,28 +142,38 @@ class OfflineJudge(JudgeResource):
         [judgments], usage = self._judge_batches([list(pairs)])
         return judgments, usage
 
-    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None
-                       ) -> tuple[list[list[Judgment]], ChatUsage]:
+    @property
+    def deep_vector_space(self) -> str | None:
+        from mem_assets.dedup import judge_model
+
+        return E5_PASSAGE_SPACE if judge_model.load(self.model).deep else None
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         """In batches of ``REQUESTS_PER_BATCH`` new memories, so progress moves while a long run
         judges (the accurate model embeds ~60 texts a second); one featurizer for all batches,
-        so a text shared by several batches is embedded once."""
+        so a text shared by several batches is embedded once, and a text in ``vectors.known``
+        not at all."""
         batches = [requests[i:i + REQUESTS_PER_BATCH] for i in range(0, len(requests), REQUESTS_PER_BATCH)]
-        flat, usage = self._judge_batches([[p for r in batch for p in r.pairs()] for batch in batches], advance)
+        flat, usage = self._judge_batches([[p for r in batch for p in r.pairs()] for batch in batches], advance,
+                                          vectors)
         return [judgments for batch, judged in zip(batches, flat, strict=True)
                 for judgments in _split(judged, batch)], usage
 
-    def _judge_batches(self, batches: Sequence[Sequence[tuple[str, str]]], advance: Advance | None = None
-                       ) -> tuple[list[list[Judgment]], ChatUsage]:
+    def _judge_batches(self, batches: Sequence[Sequence[tuple[str, str]]], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         from mem_assets.dedup import judge_model
 
         model = judge_model.load(self.model)
-        shared = judge_model.featurizer(model.deep)
+        shared = judge_model.featurizer(model.deep, vectors.known if vectors else None)
         results = []
         for pairs in batches:
             decided = judge_model.predict(pairs, model, shared)
             results.append([Judgment(label, f"judge model: P({label}) = {p:.2f}") for label, p in decided])
             if advance:
                 advance(len(pairs))
+        if vectors is not None:
+            vectors.made.update(shared.embedded_deep)
         return results, ChatUsage(calls=sum(len(pairs) for pairs in batches))
 
     def fuse(self, texts: Sequence[str], label: Label,
@@ -175,8 +202,8 @@ class OpenAIJudge(JudgeResource):
     def run_deadline_s(self) -> float | None:
         return self.deadline_s
 
-    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None
-                       ) -> tuple[list[list[Judgment]], ChatUsage]:
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         client = self.chat.client()
         deadline = time.monotonic() + self.deadline_s
 

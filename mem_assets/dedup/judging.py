@@ -1,7 +1,10 @@
 """Judging candidate pairs through a content-hash cache, so no pair is ever judged twice.
 
 Uncached pairs are grouped by their new node: one judge request per new memory with all its
-candidates, each candidate placed before, after or at the same time as the new memory.
+candidates, each candidate placed before, after or at the same time as the new memory. A judge
+that embeds texts (the accurate offline model) gets the vectors kept on the pairs' nodes from
+earlier runs and hands back the ones it made, so a memory is embedded once in its life, not
+once per run it is a candidate in.
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from mem_assets.dedup.judge_requests import JudgeRequest, MemoryRef
-from mem_assets.dedup.judges import JudgeResource, Judgment
+from mem_assets.dedup.judges import DeepVectors, JudgeResource, Judgment
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text
 from mem_resources.progress import Sink, tracked
@@ -35,6 +39,9 @@ class JudgingReport:
     usage: ChatUsage = field(default_factory=ChatUsage)
     cache_hits: int = 0
     requests: int = 0
+    vectors_reused: int = 0
+    vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
+    """(node id, text, vector) the judge made this run."""
 
 
 def _date(value: object) -> str | None:
@@ -68,13 +75,15 @@ def build_requests(pairs: pd.DataFrame) -> tuple[list[JudgeRequest], list[list[i
 
 def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                 lookup: Callable[[Sequence[str]], dict[str, dict]],
-                sink: Sink | None = None, label: str = "judge") -> JudgingReport:
+                sink: Sink | None = None, label: str = "judge",
+                stored_vectors: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None) -> JudgingReport:
     """Label each pair (columns left_id, right_id, left_text, right_text; optionally new_id,
     left_at, right_at, other_when).
 
     Identical text pairs share one judgment; ``lookup`` returns cached judgments by key. Failed
     and deferred judgments are returned (label independent) but never offered for caching.
-    Progress over the uncached pairs goes to ``sink``.
+    Progress over the uncached pairs goes to ``sink``. ``stored_vectors``: by node ids, the
+    judge's vectors kept on those nodes, by text (read only when something is judged).
     """
     if pairs.empty:
         return JudgingReport(pd.DataFrame(columns=JUDGMENT_COLUMNS))
@@ -90,10 +99,13 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     fresh: dict[str, Judgment] = {}
     usage = ChatUsage()
     requests: list[JudgeRequest] = []
+    vectors: DeepVectors | None = None
     if not todo.empty:
         requests, covered = build_requests(todo)
+        if stored_vectors is not None and judge.deep_vector_space:
+            vectors = DeepVectors(known=stored_vectors(sorted(set(todo["left_id"]) | set(todo["right_id"]))))
         with tracked(label, sink, total=len(todo), unit="pairs") as progress:
-            results, usage = judge.judge_requests(requests, progress.advance)
+            results, usage = judge.judge_requests(requests, progress.advance, vectors)
         todo_keys = [keys[position] for position in sorted(first_of_key.values())]
         for positions, judgments in zip(covered, results, strict=True):
             for position, judgment in zip(positions, judgments, strict=True):
@@ -109,5 +121,12 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason,
                  "judge": judge.fingerprint} for key, verdict in fresh.items()
                 if not verdict.failed and not verdict.deferred]
-    return JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
-                         cache_hits=sum(key in cached for key in set(keys)), requests=len(requests))
+    report = JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
+                           cache_hits=sum(key in cached for key in set(keys)), requests=len(requests))
+    if vectors is not None:
+        sides = {node: text for side in ("left", "right")
+                 for node, text in zip(todo[f"{side}_id"], todo[f"{side}_text"], strict=True)}
+        report.vectors_reused = sum(1 for text in set(sides.values()) if text in vectors.known)
+        report.vectors_to_store = [(node, text, vectors.made[text]) for node, text in sorted(sides.items())
+                                   if text in vectors.made]
+    return report

@@ -19,7 +19,7 @@ import gc
 import logging
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -554,12 +554,19 @@ class PairFeaturizer:
     gives unit vectors for texts and single words: the semantic embedder). With ``deep`` (unit
     vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES``."""
 
-    def __init__(self, embed: Embed, deep: Embed | None = None) -> None:
+    def __init__(self, embed: Embed, deep: Embed | None = None,
+                 known_deep: Mapping[str, np.ndarray] | None = None) -> None:
         self._embed = embed
         self._deep = deep
         self._texts: dict[str, _Text] = {}
         self._words: dict[str, np.ndarray] = {}
-        self._deep_vectors: dict[str, np.ndarray] = {}
+        self._deep_vectors: dict[str, np.ndarray] = dict(known_deep or {})
+        self._known_deep = frozenset(self._deep_vectors)
+
+    @property
+    def embedded_deep(self) -> dict[str, np.ndarray]:
+        """The ``deep`` vectors this featurizer made (not given as ``known_deep``): worth keeping."""
+        return {text: vector for text, vector in self._deep_vectors.items() if text not in self._known_deep}
 
     @property
     def width(self) -> int:

@@ -13,16 +13,20 @@ another space is recomputed from its members' vectors, never compared across spa
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import dagster as dg
 import numpy as np
 
-from mem_resources.embedder import EmbedderResource, e5_query_embed
+from mem_resources.embedder import (
+    E5_QUERY_SPACE,
+    EmbedderResource,
+    e5_query_embed,
+    stored_vector_key,
+)
 
 #: The stored-vector model tag: a change of model or prefix invalidates stored vectors.
-E5_SPACE = "multilingual-e5-small/query"
+E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
@@ -43,7 +47,7 @@ class TopicVectorsResource(dg.ConfigurableResource):
 
 def vector_key(text: str) -> str:
     """What a stored e5 vector was made from: the model and a digest of the text."""
-    return f"{E5_SPACE}:{hashlib.sha1(text.encode('utf-8')).hexdigest()[:16]}"
+    return stored_vector_key(E5_SPACE, text)
 
 
 def space_dimension(space: str, main_dimension: int) -> int:
