@@ -62,7 +62,7 @@ def candidate_pairs(conv_id: int, speaker: str, items: list[dict], vectors: np.n
     """Every (earlier a, new b) pair the pipeline's search reports, b taken one at a time."""
     ids = [f"o{i}" for i in range(len(items))]
     hashes = [normalize_text(item["text"]) for item in items]
-    tenant = f"locomo-{conv_id}-{speaker}"
+    group = f"locomo-{conv_id}-{speaker}"
     pairs = []
     for j in range(1, len(items)):
         new = NodeVectors([ids[j]], ["LongTermMemory"], [hashes[j]], vectors[j:j + 1])
@@ -72,7 +72,7 @@ def candidate_pairs(conv_id: int, speaker: str, items: list[dict], vectors: np.n
             i = int((right if left == ids[j] else left)[1:])
             a, b = items[i], items[j]
             pairs.append({"id": f"{conv_id}-{speaker}-{i}-{j}", "a": a["text"], "b": b["text"],
-                          "tenant": tenant, "group": tenant, "a_date": a["date"], "b_date": b["date"],
+                          "speaker": speaker, "group": group, "a_date": a["date"], "b_date": b["date"],
                           "a_dia": a["dia_id"], "b_dia": b["dia_id"], "cosine": round(float(score), 4)})
     return pairs
 
@@ -134,7 +134,7 @@ def main() -> None:
         missing = [r["id"] for r in rows if r["id"] not in labels]
         if missing:
             raise SystemExit(f"{split}: {len(missing)} pairs unlabeled, e.g. {missing[:3]}")
-        out = [{"a": r["a"], "b": r["b"], "label": labels[r["id"]], "lang": "en", "tenant": r["tenant"],
+        out = [{"a": r["a"], "b": r["b"], "label": labels[r["id"]], "lang": "en", "speaker": r["speaker"],
                 "group": r["group"], "a_date": r["a_date"], "b_date": r["b_date"], "cosine": r["cosine"],
                 "id": r["id"]} for r in rows]
         write_jsonl(HERE / f"{split}.jsonl", out)
