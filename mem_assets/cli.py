@@ -193,7 +193,7 @@ def inspect(tenant: str) -> None:
 @app.command("eval-topics")
 def eval_topics(
     items: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
-                                          help='JSONL of {"text", "topic", "batch"} lines.')],
+                                          help='JSONL of {"text", "topic", "batch"[, "tenant"]} lines; each tenant is placed on its own.')],
     embedder: Annotated[str, typer.Option(
         help="configured (MEMTEND_EMBEDDER and its settings), wordllama or hashing.")] = "configured",
     part: Annotated[str, typer.Option(help="all, or tune / held-out (every other label).")] = "all",
