@@ -1,11 +1,16 @@
 """`memtend eval-topics` plans each tenant on its own, as production does: two users with the very
 same memories get a topic each, never a shared one, and their alike topics are not near-duplicates
-of each other (the asset check looks within one tenant). No Neo4j."""
+of each other (the asset check looks within one tenant). The command line takes the thresholds as
+the memory_clusters run config does. No Neo4j."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from typer.testing import CliRunner
+
+from mem_assets.cli import app
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import PlacementParams
 from mem_resources.embedder import WordLlamaEmbedder
@@ -55,3 +60,35 @@ def test_without_tenants_the_same_memories_would_share_topics(embedder):
     assert report.tenants == 1
     assert report.placed > 0.5
     assert report.purity <= 0.5
+
+
+@pytest.fixture
+def items_file(tmp_path):
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(item.model_dump_json() + "\n" for item in items(("ann", "bob"))), encoding="utf-8")
+    return path
+
+
+def _eval_cli(path, *options: str):
+    return CliRunner().invoke(app, ["eval-topics", str(path), "--embedder", "wordllama",
+                                    "--e5-languages", "none", *options])
+
+
+def test_cli_scores_per_tenant_with_the_run_config_thresholds(items_file):
+    """`--placement` takes the memory_clusters run config: the figures are those of that setting."""
+    config = {"group_similarity": PARAMS.group_similarity, "place_similarity": PARAMS.place_similarity,
+              "min_cluster_size": PARAMS.min_cluster_size}
+    result = _eval_cli(items_file, "--placement", json.dumps(config))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["tenants"] == 2
+    assert report["purity"] == 1.0
+    assert report["placed"] > 0.5
+    assert json.loads(_eval_cli(items_file).output)["placed"] < report["placed"]
+
+
+def test_cli_refuses_a_misspelt_threshold(items_file):
+    """A typo must not silently score the shipped defaults."""
+    result = _eval_cli(items_file, "--placement", '{"place_similarty": 0.2}')
+    assert result.exit_code == 2
+    assert "place_similarty" in result.output
