@@ -22,7 +22,6 @@ from mem_assets.reorg.evaluation import (
     read_items,
     report_json,
 )
-from mem_assets.reorg.placement import PlacementParams
 from mem_assets.resources import build_embedder
 from mem_assets.tending import tend_many
 from mem_resources import memory_queries
@@ -193,16 +192,21 @@ def inspect(tenant: str) -> None:
 @app.command("eval-topics")
 def eval_topics(
     items: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
-                                          help='JSONL of {"text", "topic", "batch"} lines.')],
+                                          help='JSONL of {"text", "topic", "batch"[, "tenant"]} lines; each tenant is placed on its own.')],
     embedder: Annotated[str, typer.Option(
         help="configured (MEMTEND_EMBEDDER and its settings), wordllama or hashing.")] = "configured",
     part: Annotated[str, typer.Option(help="all, or tune / held-out (every other label).")] = "all",
     e5_languages: Annotated[str, typer.Option(
         help="Languages placed in the multilingual-e5 space: configured (MEMTEND_TOPIC_E5_LANGUAGES), "
              "or e.g. zh, zh,en, none.")] = "configured",
+    placement: Annotated[str, typer.Option(
+        help='Thresholds, as the memory_clusters run config takes them (JSON), e.g. '
+             '{"e5_group_similarity": 0.2, "min_cluster_size": 2}; default: the shipped ones.')] = "{}",
 ) -> None:
     """Topic quality without Neo4j: batches go through placement in order; prints one JSON object
     (purity, ARI, NMI, share placed, topic count, near-duplicate topic pairs)."""
+    from mem_assets.reorg.assets import PlacementConfig
+
     settings = load_settings()
     chosen = {"configured": lambda: build_embedder(settings), "wordllama": WordLlamaEmbedder,
               "hashing": HashingEmbedder}
@@ -218,7 +222,18 @@ def eval_topics(
     except ValidationError as exc:
         typer.secho(f"error: --e5-languages: {exc.errors()[0]['msg']}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
-    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), PlacementParams(), languages)
+    try:
+        fields = json.loads(placement)
+        unknown = sorted(set(fields) - set(PlacementConfig.model_fields))
+        if unknown:
+            raise ValueError(f"not a memory_clusters setting: {', '.join(unknown)}")
+        config = PlacementConfig.model_validate(fields)
+    except (ValueError, TypeError) as exc:
+        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        typer.secho(f"error: --placement: {message}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), config.params(), languages,
+                             config.e5_params())
     typer.echo(report_json(report))
 
 

@@ -1,15 +1,17 @@
 """Topic quality without Neo4j: a labeled JSONL through embedder, placement and clustering.
 
-Items ``{"text", "topic", "batch"}`` arrive batch by batch, as they would over reorganization
-cycles: each batch (plus what earlier cycles left unplaced) is offered to the topics built so far
-(``placement.plan_cycle``). The report compares the final forest with the labels:
+Items ``{"text", "topic", "batch", "tenant"}`` arrive batch by batch, as they would over
+reorganization cycles: each batch (plus what earlier cycles left unplaced) is offered to the topics
+built so far (``placement.plan_cycle``). As in production, each tenant is planned on its own: its
+memories only ever meet its own topics (and its own topic-space mean). The report compares the
+final forests of all tenants together with the labels:
 
 - ``purity`` / ``ari`` / ``nmi``: placed memories by their level-1 topic against the labels
   (scikit-learn); ``root_purity`` the same by top-level topic.
 - ``placed``: share of all memories under a topic at the end.
 - ``topics`` / ``sub_topics``: top-level topics and level-1 topics.
-- ``near_duplicate_pairs``: top-level topics of one language whose centroids (topic space) are at
-  least ``merge_similarity`` alike — what the asset check flags.
+- ``near_duplicate_pairs``: top-level topics of one tenant and language whose centroids (topic
+  space) are at least ``merge_similarity`` alike — what the asset check flags.
 - ``themes_split``: labels with at least 3 placed memories under each of two or more top-level
   topics of one language (a theme told twice; no threshold involved).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +43,7 @@ class EvalItem(BaseModel):
     text: str = Field(min_length=1)
     topic: str = Field(min_length=1)
     batch: int = 1
+    tenant: str = "default"
 
 
 class BatchFigures(BaseModel):
@@ -67,6 +71,7 @@ class LanguageFigures(BaseModel):
 class TopicReport(BaseModel):
     memories: int
     labels: int
+    tenants: int
     batches: int
     placed: float
     purity: float
@@ -97,7 +102,7 @@ def holdout_split(items: Sequence[EvalItem]) -> tuple[list[EvalItem], list[EvalI
 
 
 def near_duplicates(topics: dict[str, Topic], params_of: Callable[[str], PlacementParams]) -> list[NearDuplicate]:
-    """Per language (each in its own space, with its own merge threshold)."""
+    """Per language (each in its own space, with its own merge threshold), within one tenant's forest."""
     pairs = []
     for lang in sorted({t.language for t in topics.values()}):
         roots = sorted((t for t in topics.values() if t.parent is None and t.language == lang), key=lambda t: t.id)
@@ -106,11 +111,23 @@ def near_duplicates(topics: dict[str, Topic], params_of: Callable[[str], Placeme
             for sim, a, b in sorted(pairs, key=lambda pair: -pair[0])]
 
 
+@dataclass
+class _Forest:
+    """One tenant's topics and unplaced rows after its last cycle, with per-batch counts."""
+
+    topics: dict[str, Topic] = field(default_factory=dict)
+    unplaced: list[int] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+    per_batch: list[BatchFigures] = field(default_factory=list)
+    left_per_batch: list[int] = field(default_factory=list)
+
+
 def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, params: PlacementParams,
                     e5_languages: Sequence[str] = ("zh",), e5_params: PlacementParams = E5_PARAMS,
                     e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed) -> TopicReport:
-    """Each language is planned on its own, as the assets do: in the embedder's space with
-    ``params``, or for ``e5_languages`` in the multilingual-e5 space (``e5``) with ``e5_params``."""
+    """Each tenant, and within it each language, is planned on its own, as the assets do: in the
+    embedder's space with ``params``, or for ``e5_languages`` in the multilingual-e5 space (``e5``)
+    with ``e5_params``."""
     ids = [f"m{i}" for i in range(len(items))]
     langs = languages(item.text for item in items)
     texts = [item.text for item in items]
@@ -128,44 +145,65 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
         return lambda members: vectors[lang][[position[m] for m in members]]
 
     row_of = {memory: row for row, memory in enumerate(ids)}
-    topics: dict[str, Topic] = {}
-    unplaced: list[int] = []
-    per_batch: list[BatchFigures] = []
-    reasons: Counter[str] = Counter()
-    seen = 0
-    for batch in sorted({item.batch for item in items}):
-        pool = unplaced + [row for row, item in enumerate(items) if item.batch == batch]
-        seen += sum(1 for item in items if item.batch == batch)
-        forest: dict[str, Topic] = {}
-        left: list[int] = []
-        reasons = Counter[str]()
-        created = grown = refreshed = 0
-        for lang in sorted({str(langs[r]) for r in pool} | {t.language for t in topics.values()}):
-            members = [ids[r] for r in pool if langs[r] == lang]
-            plan = plan_cycle({tid: t for tid, t in topics.items() if t.language == lang}, members,
-                              lookup(lang)(members), [lang] * len(members), params_of(lang), lookup(lang))
-            forest.update(plan.topics)
-            left.extend(row_of[m] for m in plan.set_aside)
-            reasons.update(aside.reason for aside in plan.set_aside.values())
-            created += len(plan.created)
-            grown += len(plan.grown)
-            refreshed += len(plan.refresh)
-        topics, unplaced = forest, left
-        per_batch.append(BatchFigures(
-            batch=batch, memories=seen, placed=round(1 - len(unplaced) / seen, 4),
-            topics=sum(1 for t in topics.values() if t.parent is None),
-            created=created, grown=grown, refreshed=refreshed))
-    return _report(items, ids, topics, unplaced, reasons, per_batch, params_of)
+    batches = sorted({item.batch for item in items})
+
+    def place(rows: Sequence[int]) -> _Forest:
+        forest = _Forest()
+        seen = 0
+        for batch in batches:
+            new = [row for row in rows if items[row].batch == batch]
+            pool = forest.unplaced + new
+            seen += len(new)
+            topics: dict[str, Topic] = {}
+            left: list[int] = []
+            reasons = Counter[str]()
+            created = grown = refreshed = 0
+            for lang in sorted({str(langs[r]) for r in pool} | {t.language for t in forest.topics.values()}):
+                members = [ids[r] for r in pool if langs[r] == lang]
+                plan = plan_cycle({tid: t for tid, t in forest.topics.items() if t.language == lang}, members,
+                                  lookup(lang)(members), [lang] * len(members), params_of(lang), lookup(lang))
+                topics.update(plan.topics)
+                left.extend(row_of[m] for m in plan.set_aside)
+                reasons.update(aside.reason for aside in plan.set_aside.values())
+                created += len(plan.created)
+                grown += len(plan.grown)
+                refreshed += len(plan.refresh)
+            forest.topics, forest.unplaced, forest.reasons = topics, left, reasons
+            forest.left_per_batch.append(len(left))
+            forest.per_batch.append(BatchFigures(
+                batch=batch, memories=seen, placed=round(1 - len(left) / max(seen, 1), 4),
+                topics=sum(1 for t in topics.values() if t.parent is None),
+                created=created, grown=grown, refreshed=refreshed))
+        return forest
+
+    by_tenant: dict[str, list[int]] = defaultdict(list)
+    for row, item in enumerate(items):
+        by_tenant[item.tenant].append(row)
+    forests = [place(rows) for _, rows in sorted(by_tenant.items())]
+    return _report(items, ids, forests, params_of)
 
 
-def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic], unplaced: list[int],
-            reasons: Counter[str], per_batch: list[BatchFigures],
+def _report(items: Sequence[EvalItem], ids: list[str], forests: Sequence[_Forest],
             params_of: Callable[[str], PlacementParams]) -> TopicReport:
     from sklearn.metrics import (  # 1.5 s: on use
         adjusted_rand_score,
         normalized_mutual_info_score,
     )
 
+    topics: dict[str, Topic] = {}
+    for forest in forests:
+        if topics.keys() & forest.topics.keys():
+            raise ValueError("two tenants produced the same topic id")
+        topics.update(forest.topics)
+    reasons = sum((forest.reasons for forest in forests), Counter[str]())
+    per_batch = []
+    for k, figures in enumerate(zip(*(forest.per_batch for forest in forests), strict=True)):
+        seen = sum(f.memories for f in figures)
+        left = sum(forest.left_per_batch[k] for forest in forests)
+        per_batch.append(BatchFigures(
+            batch=figures[0].batch, memories=seen, placed=round(1 - left / max(seen, 1), 4),
+            topics=sum(f.topics for f in figures), created=sum(f.created for f in figures),
+            grown=sum(f.grown for f in figures), refreshed=sum(f.refreshed for f in figures)))
     row_of = {memory: row for row, memory in enumerate(ids)}
     truth = np.array([item.topic for item in items], dtype=object)
     leaf_of: dict[int, str] = {}
@@ -191,7 +229,8 @@ def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic],
             topics[root].language for root, rows in by_root.items()
             if sum(1 for r in rows if truth[r] == label) >= 3)
         split += any(count > 1 for count in per_language.values())
-    dupes = near_duplicates(topics, params_of)
+    dupes = sorted((pair for forest in forests for pair in near_duplicates(forest.topics, params_of)),
+                   key=lambda pair: -pair.similarity)
     langs = languages(item.text for item in items)
     by_language = {}
     for lang in sorted(set(langs.tolist())):
@@ -201,7 +240,7 @@ def _report(items: Sequence[EvalItem], ids: list[str], topics: dict[str, Topic],
             memories=len(rows), placed=round(sum(1 for r in placed_rows if r in rows) / len(rows), 4),
             purity=round(purity([leaf for leaf in leaves if len(leaf)], truth), 4))
     return TopicReport(
-        memories=len(items), labels=len(set(truth.tolist())), batches=len(per_batch),
+        memories=len(items), labels=len(set(truth.tolist())), tenants=len(forests), batches=len(per_batch),
         placed=round(len(placed_rows) / max(len(items), 1), 4),
         purity=round(purity([np.array(r) for r in by_leaf.values()], truth), 4),
         ari=round(float(adjusted_rand_score(labels_true, labels_leaf)), 4) if placed_rows else 0.0,
