@@ -150,10 +150,14 @@ class _Cycle:
         return tid
 
     def _add_to_ancestors(self, tid: str, vector_sum: np.ndarray, count: int) -> None:
+        """Members added under ``tid`` count for its ancestors too: they are grown (their count
+        and centroid are written even though their own child list did not change)."""
         parent = self.topics[tid].parent
         while parent is not None:
             self.topics[parent].vector_sum = self.topics[parent].vector_sum + vector_sum
             self.topics[parent].member_count += count
+            if parent not in self.plan.created:
+                self.plan.grown.add(parent)
             parent = self.topics[parent].parent
 
     def _centroids(self, tids: Sequence[str]) -> np.ndarray:

@@ -119,6 +119,20 @@ def test_a_full_sub_topic_gets_a_sibling_under_the_same_parent(seeded):
     assert len(_memories(plan2.topics, root.id)) == 44
 
 
+def test_a_parent_whose_sub_topic_grows_is_grown_with_its_new_count(seeded):
+    """Its child list is unchanged, but its count and centroid are not: it must be written."""
+    store, topics, rng = seeded
+    plan = store.cycle(topics, store.add("a0-", _theme_vectors(rng, 0, 12)))
+    root = next(r for r in _roots(plan.topics) if r.level == 2)
+    sub = min(root.children, key=lambda c: plan.topics[c].member_count)
+    newcomer = store.add("c0-", store.lookup(plan.topics[sub].children[:1]))
+    plan2 = store.cycle(plan.topics, newcomer)
+    assert plan2.placed == {newcomer[0]: sub}
+    assert set(plan2.topics[root.id].children) == set(root.children)
+    assert root.id in plan2.grown and sub in plan2.grown
+    assert plan2.topics[root.id].member_count == root.member_count + 1 == len(_memories(plan2.topics, root.id))
+
+
 def test_an_unrelated_memory_stays_unplaced_with_its_reason(seeded):
     store, topics, rng = seeded
     stray = store.add("x-", _theme_vectors(rng, 30, 1))
