@@ -201,7 +201,7 @@ def eval_topics(
              "or e.g. zh, zh,en, none.")] = "configured",
     placement: Annotated[str, typer.Option(
         help='Thresholds, as the memory_clusters run config takes them (JSON), e.g. '
-             '{"e5_group_similarity": 0.2, "min_cluster_size": 2}; default: the shipped ones.')] = "{}",
+             '{"e5_group_similarity": 0.2, "e5_min_cluster_size": 2}; default: the shipped ones.')] = "{}",
 ) -> None:
     """Topic quality without Neo4j: batches go through placement in order; prints one JSON object
     (purity, ARI, NMI, share placed, topic count, near-duplicate topic pairs)."""

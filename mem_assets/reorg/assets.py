@@ -74,12 +74,14 @@ class PlacementConfig(dg.Config):
                                         description="attach_similarity for languages in the e5 space.")
     e5_attach_margin: float = Field(default=E5_PARAMS.attach_margin, ge=0,
                                     description="attach_margin for languages in the e5 space.")
+    e5_min_cluster_size: int = Field(default=E5_PARAMS.min_cluster_size, ge=2,
+                                     description="min_cluster_size for languages in the e5 space.")
     seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
 
     @model_validator(mode="after")
     def _sizes_in_order(self) -> "PlacementConfig":
-        if self.min_cluster_size > self.max_cluster_size:
-            raise ValueError("min_cluster_size must not exceed max_cluster_size")
+        if max(self.min_cluster_size, self.e5_min_cluster_size) > self.max_cluster_size:
+            raise ValueError("min_cluster_size and e5_min_cluster_size must not exceed max_cluster_size")
         return self
 
     def params(self) -> PlacementParams:
@@ -94,7 +96,8 @@ class PlacementConfig(dg.Config):
         return replace(
             self.params(), place_similarity=self.e5_place_similarity, place_margin=self.e5_place_margin,
             group_similarity=self.e5_group_similarity, merge_similarity=self.e5_merge_similarity,
-            attach_similarity=self.e5_attach_similarity, attach_margin=self.e5_attach_margin)
+            attach_similarity=self.e5_attach_similarity, attach_margin=self.e5_attach_margin,
+            min_cluster_size=self.e5_min_cluster_size)
 
 
 class SummaryConfig(dg.Config):

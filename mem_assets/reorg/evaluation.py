@@ -36,6 +36,7 @@ from mem_assets.reorg.placement import (
     plan_cycle,
 )
 from mem_assets.reorg.topic_space import languages
+from mem_assets.reorg.vectors import DEFAULT_E5_LANGUAGES
 from mem_resources.embedder import EmbedderResource, e5_query_embed
 
 
@@ -123,7 +124,7 @@ class _Forest:
 
 
 def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, params: PlacementParams,
-                    e5_languages: Sequence[str] = ("zh",), e5_params: PlacementParams = E5_PARAMS,
+                    e5_languages: Sequence[str] = DEFAULT_E5_LANGUAGES, e5_params: PlacementParams = E5_PARAMS,
                     e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
     embedder's space with ``params``, or for ``e5_languages`` in the multilingual-e5 space (``e5``)

@@ -30,12 +30,15 @@ E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
+#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``); docs/reorg.md says when
+#: ``zh,en`` is the better choice.
+DEFAULT_E5_LANGUAGES = ("zh",)
 
 
 class TopicVectorsResource(dg.ConfigurableResource):
     """Per language, the space its topics live in (``MEMTEND_TOPIC_E5_LANGUAGES``, default zh)."""
 
-    e5_languages: list[str] = ["zh"]  # noqa: RUF012 - pydantic copies field defaults
+    e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)
 
     def space(self, language: str) -> str:
         return E5_SPACE if language in self.e5_languages else MAIN_SPACE

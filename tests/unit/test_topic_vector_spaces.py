@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from mem_assets.reorg.assets import PlacementConfig
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_space import language
@@ -33,6 +34,14 @@ def test_languages_choose_their_space():
 @pytest.mark.parametrize(("raw", "expected"), [("zh", ["zh"]), ("en, ZH", ["en", "zh"]), ("none", []), ("", [])])
 def test_the_setting_lists_languages(raw, expected):
     assert Settings(topic_e5_languages=raw).e5_languages == expected
+
+
+def test_the_e5_space_takes_its_own_run_config():
+    config = PlacementConfig(e5_group_similarity=0.2, e5_min_cluster_size=2)
+    assert (config.e5_params().group_similarity, config.e5_params().min_cluster_size) == (0.2, 2)
+    assert (config.params().group_similarity, config.params().min_cluster_size) == (0.15, 3)
+    with pytest.raises(ValidationError):
+        PlacementConfig(e5_min_cluster_size=30)
 
 
 def test_the_setting_refuses_unknown_languages():
