@@ -94,18 +94,15 @@ def _resolutions(neo4j: Neo4jResource, tenant: str) -> tuple[list[set[str]], lis
     return merges, supersedes
 
 
-#: The wrong resolutions the shipped models make here: both judge "allergic to cats" (merged
-#: with "has a cat allergy") contradicted by "does not currently have any pets" (a negation in
-#: the same domain). The pipeline must add no other; a retrained model (another fingerprint)
-#: must make none.
+#: The wrong resolutions the fast model (judge-v2) makes here: "allergic to cats" (merged with
+#: "has a cat allergy") contradicted by "does not currently have any pets" (a negation in the
+#: same domain). judge-v3 made the same two; the default judge-v6 makes none, and any other model
+#: (another fingerprint) must make none.
 _CAT_ALLERGY_SUPERSEDED = {
     ("rosa", "supersede", "Rosa is allergic to cats.", "Rosa does not currently have any pets."),
     ("rosa", "supersede", "Rosa has a cat allergy.", "Rosa does not currently have any pets."),
 }
-KNOWN_WRONG = {
-    "offline-model:judge-v2:aaad9bac595af6a6": _CAT_ALLERGY_SUPERSEDED,
-    "offline-model:judge-v3:129e4789d7bf506e": _CAT_ALLERGY_SUPERSEDED,
-}
+KNOWN_WRONG = {"offline-model:judge-v2:aaad9bac595af6a6": _CAT_ALLERGY_SUPERSEDED}
 
 
 @pytest.fixture(scope="module")

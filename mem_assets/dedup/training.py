@@ -2,7 +2,7 @@
 
 ``python -m mem_assets.dedup.training [--model accurate|fast] [--train PATH] [--out PATH]``
 
-``accurate`` (judge-v3, the default) learns from ``FEATURE_NAMES`` and ``DEEP_FEATURE_NAMES``
+``accurate`` (judge-v6, the default) learns from ``FEATURE_NAMES`` and ``DEEP_FEATURE_NAMES``
 (multilingual-e5); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
 
 1. Features of every training pair (``pair_features``), in both orders: which of two redundant or
@@ -181,7 +181,7 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
             "value": [round(float(x), 9) for x in t.tree_.value[:, 0, 0]],
         } for t in stage])
     features = FEATURE_NAMES + (DEEP_FEATURE_NAMES if kind == "accurate" else ())
-    spec = {"name": MODEL_NAMES[kind], "version": 3 if kind == "accurate" else 2, "features": list(features),
+    spec = {"name": MODEL_NAMES[kind], "version": int(MODEL_NAMES[kind].rsplit("-v", 1)[1]), "features": list(features),
             "classes": [str(c) for c in model.classes_],
             "init": np.log(np.clip(init, 1e-12, None)).round(9).tolist(),
             "learning_rate": model.learning_rate, "thresholds": thresholds, "trees": trees, **extra}
