@@ -45,6 +45,9 @@ def _properties(pairs: list[list[Any]]) -> dict[str, Any]:
     return {key: _instant(value) for key, value in pairs}
 
 
+#: A node's text as candidate pairs carry it (``data`` for nodes of writers that leave ``memory`` empty).
+_TEXT = "CASE WHEN n.memory <> '' THEN n.memory WHEN n.data <> '' THEN n.data ELSE '' END"
+
 _NODE = live_memory("n")
 _UNCHECKED = _NODE + """
     AND (n.dedup_checked_at IS NULL
@@ -206,7 +209,7 @@ def judge_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str], space
     result = tx.run(
         f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
         "WHERE n.judge_vector IS NOT NULL "
-        "RETURN coalesce(n.memory, n.data, '') AS memory, n.judge_vector AS vector, n.judge_vector_key AS key",
+        f"RETURN {_TEXT} AS memory, n.judge_vector AS vector, n.judge_vector_key AS key",
         tenant=tenant, ids=list(ids),
     )
     return {record["memory"]: np.frombuffer(record["vector"], dtype="<f4")
@@ -242,7 +245,7 @@ def pair_sides(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
     arrival; reading whole nodes and building items cost more than the candidate search."""
     result = tx.run(
         f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
-        "RETURN n.id AS id, CASE WHEN n.memory <> '' THEN n.memory WHEN n.data <> '' THEN n.data ELSE '' END AS text, "
+        f"RETURN n.id AS id, {_TEXT} AS text, "
         "toString(n.created_at) AS created_at, "
         "toString(n.updated_at) AS updated_at, n.arrival AS arrival",
         tenant=tenant, ids=list(ids),
