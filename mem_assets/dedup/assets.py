@@ -153,8 +153,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         report = judge_pairs(dedup_candidates, judge,
                              lambda keys: session.execute_read(queries.cached_judgments, tenant, keys),
                              sink=context.log.info, label=f"judge {tenant}",
-                             stored_vectors=space and (
-                                 lambda ids: session.execute_read(queries.judge_vectors, tenant, ids, space)))
+                             stored_vectors=(lambda ids: session.execute_read(
+                                 queries.judge_vectors, tenant, ids, space)) if space else None)
         if report.vectors_to_store:
             session.execute_write(queries.store_judge_vectors, tenant, report.vectors_to_store, space)
         if report.to_cache:
@@ -196,7 +196,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "judge_calls": usage.calls,
         "judge_calls_per_new_node": _per_new_node(usage.calls, new_nodes),
         "text_vectors_reused": report.vectors_reused,
-        "text_vectors_made": len({text for _, text, _ in report.vectors_to_store}),
+        "text_vectors_made": report.vectors_made,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "preview": preview_table(frame, ["label", "left_text", "right_text", "reason"]),

@@ -40,6 +40,7 @@ class JudgingReport:
     cache_hits: int = 0
     requests: int = 0
     vectors_reused: int = 0
+    vectors_made: int = 0
     vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
     """(node id, text, vector) the judge made this run."""
 
@@ -127,6 +128,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
         sides = {node: text for side in ("left", "right")
                  for node, text in zip(todo[f"{side}_id"], todo[f"{side}_text"], strict=True)}
         report.vectors_reused = sum(1 for text in set(sides.values()) if text in vectors.known)
+        report.vectors_made = len(vectors.made)
         report.vectors_to_store = [(node, text, vectors.made[text]) for node, text in sorted(sides.items())
                                    if text in vectors.made]
     return report

@@ -1,6 +1,7 @@
 """Hierarchical reorganization per tenant (seed 000 §6): candidates → placement plan → topics."""
 
 from dataclasses import replace
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -42,6 +43,12 @@ class CandidatesConfig(dg.Config):
                     "archived with SUPERSEDED_BY lineage to the new ones (members are not touched).")
 
 
+def _in_e5_space(param: str, **bounds: float) -> Any:
+    """A run-config field for ``PlacementParams.<param>`` in the multilingual-e5 space (``E5_PARAMS``)."""
+    return Field(default=getattr(E5_PARAMS, param), description=f"{param} for languages in the e5 space.",
+                 **bounds)
+
+
 class PlacementConfig(dg.Config):
     """Thresholds are cosines in the topic space (docs/reorg.md: how they were tuned)."""
 
@@ -62,20 +69,13 @@ class PlacementConfig(dg.Config):
                                   description="Smallest new topic; smaller groups stay unplaced.")
     refresh_fraction: float = Field(default=DEFAULTS.refresh_fraction, gt=0, le=1,
                                     description="A topic whose memories changed this much gets a new summary.")
-    e5_place_similarity: float = Field(default=E5_PARAMS.place_similarity, ge=-1, le=1,
-                                       description="place_similarity for languages in the e5 space.")
-    e5_place_margin: float = Field(default=E5_PARAMS.place_margin, ge=0,
-                                   description="place_margin for languages in the e5 space.")
-    e5_group_similarity: float = Field(default=E5_PARAMS.group_similarity, ge=-1, le=1,
-                                       description="group_similarity for languages in the e5 space.")
-    e5_merge_similarity: float = Field(default=E5_PARAMS.merge_similarity, ge=-1, le=1,
-                                       description="merge_similarity for languages in the e5 space.")
-    e5_attach_similarity: float = Field(default=E5_PARAMS.attach_similarity, ge=-1, le=1,
-                                        description="attach_similarity for languages in the e5 space.")
-    e5_attach_margin: float = Field(default=E5_PARAMS.attach_margin, ge=0,
-                                    description="attach_margin for languages in the e5 space.")
-    e5_min_cluster_size: int = Field(default=E5_PARAMS.min_cluster_size, ge=2,
-                                     description="min_cluster_size for languages in the e5 space.")
+    e5_place_similarity: float = _in_e5_space("place_similarity", ge=-1, le=1)
+    e5_place_margin: float = _in_e5_space("place_margin", ge=0)
+    e5_group_similarity: float = _in_e5_space("group_similarity", ge=-1, le=1)
+    e5_merge_similarity: float = _in_e5_space("merge_similarity", ge=-1, le=1)
+    e5_attach_similarity: float = _in_e5_space("attach_similarity", ge=-1, le=1)
+    e5_attach_margin: float = _in_e5_space("attach_margin", ge=0)
+    e5_min_cluster_size: int = _in_e5_space("min_cluster_size", ge=2)
     seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
 
     @model_validator(mode="after")
@@ -93,11 +93,9 @@ class PlacementConfig(dg.Config):
             refresh_fraction=self.refresh_fraction, seed=self.seed)
 
     def e5_params(self) -> PlacementParams:
-        return replace(
-            self.params(), place_similarity=self.e5_place_similarity, place_margin=self.e5_place_margin,
-            group_similarity=self.e5_group_similarity, merge_similarity=self.e5_merge_similarity,
-            attach_similarity=self.e5_attach_similarity, attach_margin=self.e5_attach_margin,
-            min_cluster_size=self.e5_min_cluster_size)
+        """``params`` with each ``e5_<name>`` setting in place of ``<name>``."""
+        return replace(self.params(), **{name.removeprefix("e5_"): getattr(self, name)
+                                         for name in type(self).model_fields if name.startswith("e5_")})
 
 
 class SummaryConfig(dg.Config):
