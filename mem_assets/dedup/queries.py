@@ -376,8 +376,8 @@ def supersede(tx: ManagedTransaction, tenant: str, older: str, newer: str,
     survivor. Its other edges stay: they are where the old fact came from."""
     record = tx.run(
         f"""
-        MATCH (o:MemoryItem {{user_name: $tenant, id: $older}}),
-              (n:MemoryItem {{user_name: $tenant, id: $newer}}) {by_id('o')} {by_id('n')}
+        MATCH (o:MemoryItem {{user_name: $tenant, id: $older}}) {by_id('o')}
+        MATCH (n:MemoryItem {{user_name: $tenant, id: $newer}}) {by_id('n')}
         SET o.status = 'archived', o.archived_reason = $reason, o.archived_at = datetime($now),
             o.evolve_to = [$newer]
         SET n += $props
