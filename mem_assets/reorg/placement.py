@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from mem_assets.reorg.clustering import leaves_of, merge_groups, similar_groups
+from mem_assets.reorg.clustering import leaves_of, merge_groups, themed_groups
 from mem_assets.reorg.topic_space import TopicSpace
 
 ANY_LANGUAGE = "all"
@@ -57,6 +57,8 @@ class PlacementParams:
     attach_margin: float = 0.05
     max_members: int = 20
     min_cluster_size: int = 3
+    theme_similarity: float | None = None
+    min_theme_size: int = 0
     refresh_fraction: float = 0.25
     block_rows: int = 1000
     split_languages: bool = True
@@ -288,17 +290,25 @@ class _Cycle:
         """Group the still-unplaced rows into new topics, joined to a like existing theme if any."""
         for lang in np.unique(self.langs[self.unplaced]):
             rows = np.flatnonzero(self.unplaced & (self.langs == lang))
-            groups = [rows[g] for g in similar_groups(self.projected[rows], self.params.group_similarity,
-                                                      self.params.block_rows, self.params.seed)]
-            for g in groups:
+            cut = self.params.group_similarity if self.params.theme_similarity is None \
+                else self.params.theme_similarity
+            nested = [[rows[g] for g in theme]
+                      for theme in themed_groups(self.projected[rows], self.params.group_similarity, cut,
+                                                 self.params.block_rows, self.params.seed)]
+            for g in (g for theme in nested for g in theme):
                 self.group_size[g] = len(g)
-            kept = [g for g in groups if len(g) >= self.params.min_cluster_size]
-            if not kept:
+            units = [kept for theme in nested
+                     if (kept := [g for g in theme if len(g) >= self.params.min_cluster_size])]
+            if not units:
                 continue
             mean = self.space.means.get(lang, np.zeros(self.vectors.shape[1]))
-            centred = np.array([self.vectors[g].sum(axis=0, dtype=np.float64) - len(g) * mean for g in kept])
-            themes = [[kept[i] for i in members]
+            centred = np.array([sum(self.vectors[g].sum(axis=0, dtype=np.float64) - len(g) * mean for g in unit)
+                                for unit in units])
+            joined = [[g for i in members for g in units[i]]
                       for members in merge_groups(centred, self.params.merge_similarity)]
+            themes = [theme for theme in joined if sum(map(len, theme)) >= self.params.min_theme_size]
+            if not themes:
+                continue
             centroids = self.space.project(
                 np.array([self.vectors[np.concatenate(theme)].mean(axis=0) for theme in themes]), [lang] * len(themes))
             leaves, best_leaf, best, second = self._nearest(centroids, str(lang))
