@@ -62,10 +62,10 @@ class Settings(BaseSettings):
         description="accurate: pair model that also reads multilingual-e5 (~17 ms per distinct text); "
                     "fast: static word vectors only (~0.5 ms per pair, lower recall).")
     topic_e5_languages: str = Field(
-        default="zh,en", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
+        default="zh", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
         description="Languages whose topics are placed in multilingual-e5-small space (each memory "
                     "embedded once, ~17 ms, and the vector stored on it) instead of the embedder's: "
-                    "comma-separated, e.g. zh,en or zh; 'none' for no language.")
+                    "comma-separated, e.g. zh or zh,en; 'none' for no language.")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
                                  description="Seconds one LLM/embedding request may take.")

@@ -47,8 +47,9 @@ AMBIGUOUS = "ambiguous"
 class PlacementParams:
     """Thresholds are cosines in the topic space (see ``topic_space``). The defaults are for the
     offline WordLlama embedder's space, chosen on the tuning half of the labeled set for purity
-    (docs/reorg.md); ``E5_PARAMS`` for the multilingual-e5 space, chosen on the tuning parts of
-    both labeled sets and the growth test's tenant (docs/reorg.md, "English in e5 space")."""
+    (docs/reorg.md); ``E5_PARAMS`` for the multilingual-e5 space, the purest setting that places
+    >= 95 % of its language on the tuning half. ``theme_similarity`` below ``group_similarity``
+    gathers groups into themes (off at 1: docs/reorg.md, "themed groups")."""
 
     place_similarity: float = 0.30
     place_margin: float = 0.03
@@ -66,12 +67,9 @@ class PlacementParams:
     seed: int = 0
 
 
-#: Thresholds in the multilingual-e5-small ``query:`` space (``reorg.vectors``; both languages by
-#: default): tight groups of two or more make pure sub-topics, the same linkage tree cut at
-#: ``theme_similarity`` gathers them into themes, and a theme needs ``min_theme_size`` memories.
-E5_PARAMS = PlacementParams(place_similarity=0.28, place_margin=0.04, group_similarity=0.20,
-                            merge_similarity=0.35, attach_similarity=0.10, attach_margin=0.05,
-                            min_cluster_size=2, theme_similarity=0.05, min_theme_size=4)
+#: Thresholds in the multilingual-e5-small ``query:`` space (``reorg.vectors``; Chinese by default).
+E5_PARAMS = PlacementParams(place_similarity=0.25, place_margin=0.03, group_similarity=0.15,
+                            merge_similarity=0.35, attach_similarity=0.10, attach_margin=0.05)
 
 
 @dataclass

@@ -2,13 +2,12 @@
 
 Chinese and English memories never share a topic (``PlacementParams.split_languages``), so each
 language may use its own space. WordLlama (the offline embedder) carries little meaning for
-Chinese, and with ``E5_PARAMS`` English topics are purer and fuller in e5 space too, so by default
-both languages use multilingual-e5-small ``query:`` vectors: ~10-17 ms per text, so each memory is
-embedded once and the vector kept on its node (``reorg_vector``, with ``reorg_vector_key`` naming
-the model and a digest of the text it was made from: a vector whose key does not match — a merge
-rewrote the text, the model changed — is made again); later cycles read it back. A language left
-out (``MEMTEND_TOPIC_E5_LANGUAGES=zh``) stays in the configured embedder's space (``embedding``),
-which costs nothing extra. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one of
+Chinese, so by default Chinese topics use multilingual-e5-small ``query:`` vectors: ~17 ms per
+text, so each memory is embedded once and the vector kept on its node (``reorg_vector``, with
+``reorg_vector_key`` naming the model and a digest of the text it was made from: a vector whose key
+does not match — a merge rewrote the text, the model changed — is made again); later cycles read
+it back. English stays in the configured embedder's space (``embedding``), which costs nothing
+extra. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one of
 another space is recomputed from its members' vectors, never compared across spaces.
 """
 
@@ -31,13 +30,13 @@ E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
-#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``; docs/reorg.md, "English in e5
-#: space").
-DEFAULT_E5_LANGUAGES = ("zh", "en")
+#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``); docs/reorg.md says when
+#: ``zh,en`` is the better choice.
+DEFAULT_E5_LANGUAGES = ("zh",)
 
 
 class TopicVectorsResource(dg.ConfigurableResource):
-    """Per language, the space its topics live in (``MEMTEND_TOPIC_E5_LANGUAGES``, default zh,en)."""
+    """Per language, the space its topics live in (``MEMTEND_TOPIC_E5_LANGUAGES``, default zh)."""
 
     e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)
 
