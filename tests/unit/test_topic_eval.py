@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.reorg.evaluation import evaluate_topics, fragmentation, holdout_split, read_items
+from mem_assets.reorg.evaluation import (
+    evaluate_topics,
+    fragmentation,
+    holdout_split,
+    read_items,
+)
 from mem_assets.reorg.placement import PlacementParams
 from mem_assets.reorg.topic_space import language
 from mem_resources.embedder import WordLlamaEmbedder
