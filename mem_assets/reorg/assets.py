@@ -67,6 +67,11 @@ class PlacementConfig(dg.Config):
     max_cluster_size: int = Field(default=DEFAULTS.max_members, ge=2, description="Most memories under one topic.")
     min_cluster_size: int = Field(default=DEFAULTS.min_cluster_size, ge=2,
                                   description="Smallest new topic; smaller groups stay unplaced.")
+    theme_similarity: float = Field(default=DEFAULTS.theme_similarity, ge=-1, le=1,
+                                    description="New groups in one looser linkage group at this similarity are "
+                                                "sub-topics of one theme (1: only merge_similarity joins them).")
+    min_theme_size: int = Field(default=DEFAULTS.min_theme_size, ge=1,
+                                description="Smallest new top-level topic; a smaller theme stays unplaced.")
     refresh_fraction: float = Field(default=DEFAULTS.refresh_fraction, gt=0, le=1,
                                     description="A topic whose memories changed this much gets a new summary.")
     e5_place_similarity: float = _in_e5_space("place_similarity", ge=-1, le=1)
@@ -76,6 +81,8 @@ class PlacementConfig(dg.Config):
     e5_attach_similarity: float = _in_e5_space("attach_similarity", ge=-1, le=1)
     e5_attach_margin: float = _in_e5_space("attach_margin", ge=0)
     e5_min_cluster_size: int = _in_e5_space("min_cluster_size", ge=2)
+    e5_theme_similarity: float = _in_e5_space("theme_similarity", ge=-1, le=1)
+    e5_min_theme_size: int = _in_e5_space("min_theme_size", ge=1)
     seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
 
     @model_validator(mode="after")
@@ -90,6 +97,7 @@ class PlacementConfig(dg.Config):
             group_similarity=self.group_similarity, merge_similarity=self.merge_similarity,
             attach_similarity=self.attach_similarity, attach_margin=self.attach_margin,
             max_members=self.max_cluster_size, min_cluster_size=self.min_cluster_size,
+            theme_similarity=self.theme_similarity, min_theme_size=self.min_theme_size,
             refresh_fraction=self.refresh_fraction, seed=self.seed)
 
     def e5_params(self) -> PlacementParams:

@@ -2,6 +2,7 @@
 
 - ``similar_groups``: average-linkage agglomerative clustering cut at a similarity, so the number
   of groups follows the data (blocked by KMeans above a few thousand rows).
+- ``themed_groups``: the same tree also cut coarser, so groups come gathered into themes.
 - ``merge_groups``: groups whose mean vectors are alike enough are one theme.
 - ``leaves_of`` / ``split_to_max``: seed 000 §6.2's recursive KMeans with k = ceil(n / max) until
   every leaf holds at most ``max_cluster_size`` rows (MiniBatchKMeans above one batch).
@@ -95,25 +96,40 @@ def similar_groups(vectors: np.ndarray, min_similarity: float, block_rows: int =
     linkage needs time and memory quadratic in its input); groups of one theme split across
     blocks are joined again by ``merge_groups``. ``vectors`` are unit rows.
     """
+    return [group for theme in themed_groups(vectors, min_similarity, min_similarity, block_rows, seed)
+            for group in theme]
+
+
+def themed_groups(vectors: np.ndarray, group_similarity: float, theme_similarity: float,
+                  block_rows: int = 2000, seed: int = 0) -> list[list[np.ndarray]]:
+    """``similar_groups`` at ``group_similarity``, gathered by the coarser cut of the same linkage
+    tree at ``theme_similarity`` (<= ``group_similarity``): each theme is a list of groups.
+
+    One tree cut twice, so groups nest in themes: tight groups make pure topics, and the looser
+    cut says which of them tell one theme (a small tenant's theme is rarely tight as a whole).
+    """
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import squareform
 
     rows = np.arange(len(vectors))
     if len(rows) < 2:
-        return [rows] if len(rows) else []
-    blocks = split_to_max(vectors, rows, block_rows, seed)
-    groups: list[np.ndarray] = []
-    for block in blocks:
+        return [[rows]] if len(rows) else []
+    coarse = min(theme_similarity, group_similarity)
+    themes: list[list[np.ndarray]] = []
+    for block in split_to_max(vectors, rows, block_rows, seed):
         if len(block) < 2:
-            groups.append(block)
+            themes.append([block])
             continue
         unit = vectors[block].astype(np.float64)
         distances = np.clip(1.0 - unit @ unit.T, 0.0, 2.0)
         np.fill_diagonal(distances, 0.0)
         tree = linkage(squareform(distances, checks=False), method="average")
-        labels = fcluster(tree, t=1.0 - min_similarity, criterion="distance")
-        groups.extend(block[labels == label] for label in np.unique(labels))
-    return groups
+        fine = fcluster(tree, t=1.0 - group_similarity, criterion="distance")
+        broad = fcluster(tree, t=1.0 - coarse, criterion="distance")
+        for theme in np.unique(broad):
+            in_theme = broad == theme
+            themes.append([block[in_theme & (fine == label)] for label in np.unique(fine[in_theme])])
+    return themes
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:

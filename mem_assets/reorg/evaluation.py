@@ -14,6 +14,10 @@ final forests of all tenants together with the labels:
   space) are at least ``merge_similarity`` alike — what the asset check flags.
 - ``themes_split``: labels with at least 3 placed memories under each of two or more top-level
   topics of one language (a theme told twice; no threshold involved).
+- ``split_themes`` / ``roots_per_theme``: fragmentation, which leaf purity rewards. A theme is a
+  label within one tenant and language; ``split_themes`` counts themes that are the majority label of two or
+  more of their tenant's top-level topics (told twice), ``roots_per_theme`` is the mean number of
+  top-level topics a theme's placed memories lie under (1.0 = every theme in one tree).
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ class TopicReport(BaseModel):
     near_duplicate_pairs: int
     near_duplicates: list[NearDuplicate]
     themes_split: int
+    split_themes: int
+    roots_per_theme: float
     set_aside_reasons: dict[str, int]
     by_language: dict[str, LanguageFigures]
     per_batch: list[BatchFigures]
@@ -184,6 +190,20 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
     return _report(items, ids, forests, params_of)
 
 
+def fragmentation(roots_of_rows: Sequence[tuple[tuple[str, ...], str]]) -> tuple[int, float]:
+    """From (theme, top-level topic) per placed memory, a theme being a label within one tenant and
+    language: themes that are the majority label of two or more top-level topics, and the mean
+    number of top-level topics per theme."""
+    counts: dict[str, Counter[tuple[str, ...]]] = defaultdict(Counter)
+    for theme, root in roots_of_rows:
+        counts[root][theme] += 1
+    homes = Counter(max(members.items(), key=lambda kv: (kv[1], kv[0]))[0] for members in counts.values())
+    spans = Counter(theme for members in counts.values() for theme in members)
+    if not spans:
+        return 0, 0.0
+    return sum(1 for n in homes.values() if n > 1), round(sum(spans.values()) / len(spans), 4)
+
+
 def _report(items: Sequence[EvalItem], ids: list[str], forests: Sequence[_Forest],
             params_of: Callable[[str], PlacementParams]) -> TopicReport:
     from sklearn.metrics import (  # 1.5 s: on use
@@ -230,6 +250,8 @@ def _report(items: Sequence[EvalItem], ids: list[str], forests: Sequence[_Forest
             topics[root].language for root, rows in by_root.items()
             if sum(1 for r in rows if truth[r] == label) >= 3)
         split += any(count > 1 for count in per_language.values())
+    split_themes, roots_per_theme = fragmentation(
+        [((items[row].tenant, topics[root_of[row]].language, items[row].topic), root_of[row]) for row in placed_rows])
     dupes = sorted((pair for forest in forests for pair in near_duplicates(forest.topics, params_of)),
                    key=lambda pair: -pair.similarity)
     langs = languages(item.text for item in items)
@@ -250,6 +272,7 @@ def _report(items: Sequence[EvalItem], ids: list[str], forests: Sequence[_Forest
         topics=sum(1 for t in topics.values() if t.parent is None),
         sub_topics=sum(1 for t in topics.values() if t.level == 1),
         near_duplicate_pairs=len(dupes), near_duplicates=dupes[:10], themes_split=split,
+        split_themes=split_themes, roots_per_theme=roots_per_theme,
         set_aside_reasons=dict(reasons), by_language=by_language, per_batch=per_batch,
     )
 

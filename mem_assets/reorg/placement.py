@@ -8,11 +8,12 @@ level-1 sub-topics) and its pool of unplaced memories:
    ``place_similarity`` and beats the best topic of any *other* theme (root) by ``place_margin``.
    A topic that would pass ``max_members`` is cut into sub-topics (KMeans), never overfilled.
 2. **Group** what is left (average-linkage, ``group_similarity``); groups of at least
-   ``min_cluster_size`` become topics. New groups whose centroids are ``merge_similarity`` alike
-   become one theme; a new theme is then offered to the existing topics by its centroid (a mean
-   is steadier than one memory, so ``attach_similarity`` is lower, with a wider
-   ``attach_margin``) and joins the theme it fits as a sub-topic instead of starting a
-   near-duplicate tree.
+   ``min_cluster_size`` become topics. Groups under one coarser cut of the same tree
+   (``theme_similarity``) and new groups whose centroids are ``merge_similarity`` alike become one
+   theme, unless it holds fewer than ``min_theme_size`` memories (then they stay in the pool). A
+   new theme is then offered to the existing topics by its centroid (a mean is steadier than one
+   memory, so ``attach_similarity`` is lower, with a wider ``attach_margin``) and joins the theme
+   it fits as a sub-topic instead of starting a near-duplicate tree.
 3. **Offer again** what is still left, now also to the new topics.
 4. What fits nowhere stays unplaced with a recorded reason (precision first: an unsure memory is
    not filed), and waits for the next cycle's pool.
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from mem_assets.reorg.clustering import leaves_of, merge_groups, similar_groups
+from mem_assets.reorg.clustering import leaves_of, merge_groups, themed_groups
 from mem_assets.reorg.topic_space import TopicSpace
 
 ANY_LANGUAGE = "all"
@@ -47,7 +48,8 @@ class PlacementParams:
     """Thresholds are cosines in the topic space (see ``topic_space``). The defaults are for the
     offline WordLlama embedder's space, chosen on the tuning half of the labeled set for purity
     (docs/reorg.md); ``E5_PARAMS`` for the multilingual-e5 space, the purest setting that places
-    >= 95 % of its language on the tuning half."""
+    >= 95 % of its language on the tuning half. ``theme_similarity`` below ``group_similarity``
+    gathers groups into themes (off at 1: docs/reorg.md, "themed groups")."""
 
     place_similarity: float = 0.30
     place_margin: float = 0.03
@@ -57,6 +59,8 @@ class PlacementParams:
     attach_margin: float = 0.05
     max_members: int = 20
     min_cluster_size: int = 3
+    theme_similarity: float = 1.0
+    min_theme_size: int = 1
     refresh_fraction: float = 0.25
     block_rows: int = 1000
     split_languages: bool = True
@@ -288,17 +292,24 @@ class _Cycle:
         """Group the still-unplaced rows into new topics, joined to a like existing theme if any."""
         for lang in np.unique(self.langs[self.unplaced]):
             rows = np.flatnonzero(self.unplaced & (self.langs == lang))
-            groups = [rows[g] for g in similar_groups(self.projected[rows], self.params.group_similarity,
-                                                      self.params.block_rows, self.params.seed)]
-            for g in groups:
+            nested = [[rows[g] for g in theme]
+                      for theme in themed_groups(self.projected[rows], self.params.group_similarity,
+                                                 self.params.theme_similarity, self.params.block_rows,
+                                                 self.params.seed)]
+            for g in (g for theme in nested for g in theme):
                 self.group_size[g] = len(g)
-            kept = [g for g in groups if len(g) >= self.params.min_cluster_size]
-            if not kept:
+            units = [kept for theme in nested
+                     if (kept := [g for g in theme if len(g) >= self.params.min_cluster_size])]
+            if not units:
                 continue
             mean = self.space.means.get(lang, np.zeros(self.vectors.shape[1]))
-            centred = np.array([self.vectors[g].sum(axis=0, dtype=np.float64) - len(g) * mean for g in kept])
-            themes = [[kept[i] for i in members]
+            centred = np.array([sum(self.vectors[g].sum(axis=0, dtype=np.float64) - len(g) * mean for g in unit)
+                                for unit in units])
+            joined = [[g for i in members for g in units[i]]
                       for members in merge_groups(centred, self.params.merge_similarity)]
+            themes = [theme for theme in joined if sum(map(len, theme)) >= self.params.min_theme_size]
+            if not themes:
+                continue
             centroids = self.space.project(
                 np.array([self.vectors[np.concatenate(theme)].mean(axis=0) for theme in themes]), [lang] * len(themes))
             leaves, best_leaf, best, second = self._nearest(centroids, str(lang))

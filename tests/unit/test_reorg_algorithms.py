@@ -11,6 +11,7 @@ from mem_assets.reorg.clustering import (
     purity,
     similar_groups,
     split_to_max,
+    themed_groups,
 )
 from mem_assets.reorg.cycle import topic_id
 from mem_assets.reorg.placement import (
@@ -50,6 +51,19 @@ def test_blocked_grouping_still_covers_every_row_once(corpus):
     groups = similar_groups(vectors, min_similarity=0.15, block_rows=40)
     assert sorted(np.concatenate(groups).tolist()) == list(range(len(vectors)))
     assert purity([g for g in groups if len(g) >= 3], truth) >= 0.9
+
+
+def test_themed_groups_nest_the_groups_of_the_finer_cut_in_fewer_themes(corpus):
+    vectors, truth, _ = corpus
+    themes = themed_groups(vectors, group_similarity=0.5, theme_similarity=0.15)
+    groups = [g for theme in themes for g in theme]
+    as_sets = sorted(sorted(g.tolist()) for g in groups)
+    assert as_sets == sorted(sorted(g.tolist()) for g in similar_groups(vectors, min_similarity=0.5))
+    assert len(themes) == len(set(truth)) < len(groups)
+    coarse = sorted(sorted(np.concatenate(theme).tolist()) for theme in themes)
+    assert coarse == sorted(sorted(g.tolist()) for g in similar_groups(vectors, min_similarity=0.15))
+    assert purity([np.concatenate(t) for t in themes if sum(map(len, t)) >= 3], truth) >= 0.9
+    assert all(len(theme) == 1 for theme in themed_groups(vectors, 0.5, 1.0))
 
 
 def test_merge_groups_joins_mutually_nearest_alike_groups_only():

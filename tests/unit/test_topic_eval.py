@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.reorg.evaluation import evaluate_topics, holdout_split, read_items
+from mem_assets.reorg.evaluation import (
+    evaluate_topics,
+    fragmentation,
+    holdout_split,
+    read_items,
+)
 from mem_assets.reorg.placement import PlacementParams
 from mem_assets.reorg.topic_space import language
 from mem_resources.embedder import WordLlamaEmbedder
@@ -91,3 +96,15 @@ def test_every_unplaced_memory_has_a_reason(reports):
     report = reports["all"]
     unplaced = round((1 - report.placed) * report.memories)
     assert sum(report.set_aside_reasons.values()) == unplaced
+
+
+def test_fragmentation_counts_a_theme_told_twice_not_a_stray_or_another_tenant():
+    """Leaf purity rewards cutting a theme into many topics; this is what tells that apart."""
+    ann, bob = ("ann", "en", "dog"), ("bob", "en", "dog")
+    cake = ("ann", "en", "baking")
+    one_each = [(ann, "r1")] * 4 + [(bob, "r2")] * 4 + [(cake, "r3")] * 3 + [(ann, "r3")]
+    assert fragmentation(one_each) == (0, 1.3333)
+    told_twice = [(ann, "r1")] * 4 + [(ann, "r4")] * 2 + [(cake, "r3")] * 3
+    assert fragmentation(told_twice) == (1, 1.5)
+    assert fragmentation([]) == (0, 0.0)
+

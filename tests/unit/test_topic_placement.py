@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -194,3 +196,58 @@ def test_languages_are_never_mixed():
     for topic in plan.topics.values():
         if topic.level == 1:
             assert len({langs[ids.index(m)] for m in topic.children}) == 1
+
+
+def _facet_vectors(rng: np.random.Generator, axis: int, facet: int, count: int) -> np.ndarray:
+    vectors = np.zeros((count, DIM), dtype=np.float32)
+    vectors[:, axis], vectors[:, facet] = 0.8, 0.6
+    vectors += rng.normal(0, 0.05, size=(count, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def faceted() -> tuple[Store, list[str], dict[str, str]]:
+    """Theme 0 told in two facets (six memories each), themes 1 and 2, and a pair on axis 3."""
+    rng = np.random.default_rng(11)
+    store = Store()
+    parts = {"facet-a": _facet_vectors(rng, 0, 10, 6), "facet-b": _facet_vectors(rng, 0, 11, 6),
+             "one": _theme_vectors(rng, 1, 8), "two": _theme_vectors(rng, 2, 8), "pair": _theme_vectors(rng, 3, 2)}
+    ids = [m for name, vectors in parts.items() for m in store.add(f"{name}-", vectors)]
+    return store, ids, {m: m.rsplit("-", 1)[0] for m in ids}
+
+
+#: Tight groups of two or more; themes only by the coarser cut (merge_similarity never joins here).
+FACETS = PlacementParams(place_similarity=0.5, place_margin=0.05, group_similarity=0.6, merge_similarity=0.99,
+                         max_members=20, min_cluster_size=2)
+
+
+def _theme_roots(topics: dict[str, Topic], part_of: dict[str, str]) -> dict[str, set[str]]:
+    roots: dict[str, set[str]] = {}
+    for root in _roots(topics):
+        for member in _memories(topics, root.id):
+            roots.setdefault(part_of[member], set()).add(root.id)
+    return roots
+
+
+def test_facets_of_one_theme_become_sub_topics_of_one_top_level_topic(faceted):
+    store, ids, part_of = faceted
+    apart = store.cycle({}, ids, FACETS)
+    assert _theme_roots(apart.topics, part_of)["facet-a"] != _theme_roots(apart.topics, part_of)["facet-b"]
+    plan = store.cycle({}, ids, replace(FACETS, theme_similarity=0.2))
+    roots = _theme_roots(plan.topics, part_of)
+    assert roots["facet-a"] == roots["facet-b"] and len(roots["facet-a"]) == 1
+    (root,) = roots["facet-a"]
+    leaves = [plan.topics[child] for child in plan.topics[root].children]
+    assert sorted({part_of[m] for m in leaf.children} for leaf in leaves) == [{"facet-a"}, {"facet-b"}]
+    assert all(len(members) == 1 for name, members in roots.items())
+    assert len({next(iter(roots[name])) for name in ("facet-a", "one", "two")}) == 3
+
+
+def test_a_theme_under_min_theme_size_stays_unplaced(faceted):
+    store, ids, part_of = faceted
+    pair = {m for m in ids if part_of[m] == "pair"}
+    assert "pair" in _theme_roots(store.cycle({}, ids, replace(FACETS, theme_similarity=0.2)).topics, part_of)
+    plan = store.cycle({}, ids, replace(FACETS, theme_similarity=0.2, min_theme_size=3))
+    assert set(plan.set_aside) == pair
+    assert {aside.group_size for aside in plan.set_aside.values()} == {2}
+    assert "pair" not in _theme_roots(plan.topics, part_of)
