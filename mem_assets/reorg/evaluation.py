@@ -12,8 +12,6 @@ final forests of all tenants together with the labels:
 - ``topics`` / ``sub_topics``: top-level topics and level-1 topics.
 - ``near_duplicate_pairs``: top-level topics of one tenant and language whose centroids (topic
   space) are at least ``merge_similarity`` alike — what the asset check flags.
-- ``themes_split``: labels with at least 3 placed memories under each of two or more top-level
-  topics of one language (a theme told twice; no threshold involved).
 - ``split_themes`` / ``roots_per_theme``: fragmentation, which leaf purity rewards. A theme is a
   label within one tenant and language; ``split_themes`` counts themes that are the majority label of two or
   more of their tenant's top-level topics (told twice), ``roots_per_theme`` is the mean number of
@@ -87,7 +85,6 @@ class TopicReport(BaseModel):
     sub_topics: int
     near_duplicate_pairs: int
     near_duplicates: list[NearDuplicate]
-    themes_split: int
     split_themes: int
     roots_per_theme: float
     set_aside_reasons: dict[str, int]
@@ -244,12 +241,6 @@ def _report(items: Sequence[EvalItem], ids: list[str], forests: Sequence[_Forest
         by_root[root_of[row]].append(row)
     labels_true = truth[placed_rows].tolist()
     labels_leaf = [leaf_of[row] for row in placed_rows]
-    split = 0
-    for label in set(truth.tolist()):
-        per_language: dict[str, int] = Counter(
-            topics[root].language for root, rows in by_root.items()
-            if sum(1 for r in rows if truth[r] == label) >= 3)
-        split += any(count > 1 for count in per_language.values())
     split_themes, roots_per_theme = fragmentation(
         [((items[row].tenant, topics[root_of[row]].language, items[row].topic), root_of[row]) for row in placed_rows])
     dupes = sorted((pair for forest in forests for pair in near_duplicates(forest.topics, params_of)),
@@ -271,7 +262,7 @@ def _report(items: Sequence[EvalItem], ids: list[str], forests: Sequence[_Forest
         root_purity=round(purity([np.array(r) for r in by_root.values()], truth), 4),
         topics=sum(1 for t in topics.values() if t.parent is None),
         sub_topics=sum(1 for t in topics.values() if t.level == 1),
-        near_duplicate_pairs=len(dupes), near_duplicates=dupes[:10], themes_split=split,
+        near_duplicate_pairs=len(dupes), near_duplicates=dupes[:10],
         split_themes=split_themes, roots_per_theme=roots_per_theme,
         set_aside_reasons=dict(reasons), by_language=by_language, per_batch=per_batch,
     )
