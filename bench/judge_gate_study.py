@@ -14,7 +14,6 @@ Training data only: data/judge/heldout.jsonl and data/judge/locomo/heldout.jsonl
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
@@ -25,12 +24,16 @@ from sklearn.model_selection import GroupKFold
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data" / "judge" / "locomo"))
 
-from mem_assets.dedup import training  # noqa: E402
-from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD, NodeVectors, find_candidates  # noqa: E402
-from mem_assets.dedup.judge_model import load, symmetrize  # noqa: E402
-from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer  # noqa: E402
-from mem_resources.embedder import e5_embed, wordllama_embed  # noqa: E402
-from mem_resources.memory_model import normalize_text  # noqa: E402
+from mem_assets.dedup import training
+from mem_assets.dedup.candidates import (
+    WORDLLAMA_THRESHOLD,
+    NodeVectors,
+    find_candidates,
+)
+from mem_assets.dedup.judge_model import load, symmetrize
+from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
+from mem_resources.embedder import e5_embed, wordllama_embed
+from mem_resources.memory_model import normalize_text
 
 CHEAP = len(FEATURE_NAMES)
 OOF = Path("/tmp/judge_gate_oof.npz")
