@@ -4,7 +4,7 @@
                                            of a gate (the fast recipe, 68 cheap features) in the
                                            same folds as ``training.cross_validate``, saved to
                                            /tmp/judge_gate_oof.npz.
-``python bench/judge_gate_study.py sets``  candidate sets (dedup bench 2k x 10k, fleet 1,000 x
+``python bench/judge_gate_study.py sets``  candidate sets (dedup bench 2k x 10k, fleet 100 x
                                            100, LoCoMo train population) with cheap-gate
                                            probabilities, saved to /tmp/judge_gate_sets.npz.
 ``python bench/judge_gate_study.py report`` tables from both.
