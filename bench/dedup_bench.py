@@ -57,7 +57,7 @@ def peak_rss_mb() -> float:
 
 def quality() -> None:
     rows = [json.loads(line) for line in LABELED.read_text("utf-8").splitlines()]
-    predicted = [label for label, _ in predict([(r["a"], r["b"]) for r in rows])]
+    predicted = [d.label for d in predict([(r["a"], r["b"]) for r in rows])]
     print(f"## Offline judge (the shipped model) on {len(rows)} labeled pairs "
           f"({sum(r['lang'] == 'zh' for r in rows)} zh, {sum(r['lang'] == 'en' for r in rows)} en)")
     print("| label | precision | recall | support |\n|---|---|---|---|")

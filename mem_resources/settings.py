@@ -61,6 +61,10 @@ class Settings(BaseSettings):
         default="accurate", validation_alias=_env("MEMTEND_OFFLINE_JUDGE"),
         description="accurate: pair model that also reads multilingual-e5 (~17 ms per distinct text); "
                     "fast: static word vectors only (~0.5 ms per pair, lower recall).")
+    judge_gate: bool = Field(
+        default=True, validation_alias=_env("MEMTEND_JUDGE_GATE"),
+        description="accurate judge: pairs the fast model calls clearly independent are answered "
+                    "independent without e5 (fewer e5 passes, a little recall); false: e5 for every pair.")
     topic_e5_languages: str = Field(
         default="zh", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
         description="Languages whose topics are placed in multilingual-e5-small space (each memory "

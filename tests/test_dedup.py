@@ -185,29 +185,42 @@ def test_rerun_changes_nothing_and_makes_no_judge_calls(neo4j, instance, tenant)
 def test_the_judges_text_vectors_are_kept_on_nodes_and_each_text_is_embedded_once(neo4j, instance, tenant):
     """The accurate judge embeds a memory once in its life, not once per run it is a candidate in:
     a later run reads the older candidates' vectors back, bit for bit what it would make."""
-    tea, coffee = write_items(neo4j, tenant, ["The user likes green tea.", "The user likes black coffee."])
+    tea, honey = write_items(neo4j, tenant, ["The user likes green tea.", "The user likes green tea with honey."])
     first = metadata(run_dedup(neo4j, tenant, instance), "relation_judgments")
     assert (first["text_vectors_made"], first["text_vectors_reused"]) == (2, 0)
     stored = {n["memory"]: np.frombuffer(n["judge_vector"], dtype="<f4")
               for n in nodes(neo4j, tenant).values() if "judge_vector" in n}
-    assert set(stored) == {"The user likes green tea.", "The user likes black coffee."}
+    assert set(stored) == {"The user likes green tea.", "The user likes green tea with honey."}
     for text, vector in stored.items():
         assert np.array_equal(vector, e5_embed([text])[0])
 
-    write_items(neo4j, tenant, ["The user likes green tea with honey."], start_minutes=30)
+    write_items(neo4j, tenant, ["The user drinks green tea every morning."], start_minutes=30)
     second = run_dedup(neo4j, tenant, instance)
     pairs = second.output_for_node("dedup_candidates")
     assert {frozenset(p) for p in zip(pairs.left_id, pairs.right_id, strict=True)} >= {frozenset((tea, memory_id(
-        payload_hash(tenant, "LongTermMemory", "The user likes green tea with honey."))))}
+        payload_hash(tenant, "LongTermMemory", "The user drinks green tea every morning."))))}
     judged = metadata(second, "relation_judgments")
     assert judged["text_vectors_made"] == 1
     assert judged["text_vectors_reused"] == len(set(pairs.left_text) | set(pairs.right_text)) - 1
 
     with neo4j.session() as session:  # a rewritten text: its kept vector no longer stands for it
         session.run("MATCH (n:MemoryItem {user_name: $t, id: $id}) SET n.memory = 'The user likes espresso.'",
-                    t=tenant, id=coffee).consume()
-        kept = session.execute_read(queries.judge_vectors, tenant, [tea, coffee], E5_PASSAGE_SPACE)
+                    t=tenant, id=honey).consume()
+        kept = session.execute_read(queries.judge_vectors, tenant, [tea, honey], E5_PASSAGE_SPACE)
     assert set(kept) == {"The user likes green tea."}
+
+
+def test_pairs_the_gate_calls_clearly_independent_cost_no_e5_pass(neo4j, instance, tenant):
+    """The accurate judge's e5 gate: a candidate pair the fast model calls clearly independent is
+    judged independent without e5, says why, leaves no vector on its nodes, and is counted."""
+    write_items(neo4j, tenant, ["The user likes green tea.", "The user likes black coffee."])
+    result = run_dedup(neo4j, tenant, instance)
+    judged = metadata(result, "relation_judgments")
+    assert (judged["pairs"], judged["pairs_gated"], judged["text_vectors_skipped"]) == (1, 1, 2)
+    assert judged["text_vectors_made"] == 0
+    frame = result.output_for_node("relation_judgments")
+    assert frame["label"].tolist() == ["independent"] and frame["reason"][0].startswith("gated by judge-v2")
+    assert not [n for n in nodes(neo4j, tenant).values() if "judge_vector" in n]
 
 
 def test_a_new_repeat_of_a_merged_node_is_compared_with_the_merged_node(neo4j, instance, tenant):

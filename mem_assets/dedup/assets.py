@@ -197,6 +197,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "judge_calls_per_new_node": _per_new_node(usage.calls, new_nodes),
         "text_vectors_reused": report.vectors_reused,
         "text_vectors_made": report.vectors_made,
+        "text_vectors_skipped": report.vectors_skipped,
+        "pairs_gated": report.pairs_gated,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "preview": preview_table(frame, ["label", "left_text", "right_text", "reason"]),

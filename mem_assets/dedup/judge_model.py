@@ -31,6 +31,13 @@ MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v6", "fast": "judge-v2"}
 the candidate pairs on two cores); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
 
 
+GATES: dict[ModelKind, tuple[ModelKind, float]] = {"accurate": ("fast", 0.19)}
+"""The accurate judge skips e5 for a pair the fast model calls clearly independent: P(redundant)
+and P(contradictory) both under the bound, the largest on a 0.01 grid that loses at most 2% of the
+accurate judge's redundant / contradictory decisions out of fold on the training pairs
+(``bench/judge_gate_study.py``, docs/dedup.md)."""
+
+
 def model_file(kind: ModelKind = "accurate") -> Path:
     return MODEL_DIR / f"{MODEL_NAMES[kind]}.json"
 
@@ -112,6 +119,45 @@ class JudgeModel:
         return decided
 
 
+@dataclass(frozen=True)
+class Gate:
+    """Pairs a cheaper ``model`` (over ``FEATURE_NAMES`` only) calls clearly independent — both
+    P(redundant) and P(contradictory) under ``below`` — are answered independent without the
+    expensive features. It can only turn a redundant or contradictory decision into independent,
+    never add a merge or a supersede: precision is kept, some recall is traded for speed."""
+
+    model: JudgeModel
+    name: str
+    below: float
+
+    @property
+    def fingerprint(self) -> str:
+        return f"gate:{self.model.fingerprint}<{self.below}"
+
+    def closed(self, probabilities: np.ndarray) -> np.ndarray:
+        """Which (symmetrized) probability rows are clearly independent."""
+        redundant = probabilities[:, self.model.classes.index("redundant")]
+        contradictory = probabilities[:, self.model.classes.index("contradictory")]
+        return (redundant < self.below) & (contradictory < self.below)
+
+    def reason(self, row: np.ndarray) -> str:
+        r, c = (float(row[self.model.classes.index(k)]) for k in ("redundant", "contradictory"))
+        return (f"gated by {self.name}: P(redundant) = {r:.3f}, P(contradictory) = {c:.3f}, both under "
+                f"{self.below}: clearly independent, e5 not read")
+
+
+@dataclass(frozen=True)
+class Decision:
+    label: Label
+    probability: float
+    gated: str | None = None
+    """Why the gate answered (None: the model itself decided)."""
+
+    @property
+    def reason(self) -> str:
+        return self.gated or f"judge model: P({self.label}) = {self.probability:.2f}"
+
+
 def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]) -> np.ndarray:
     r, c, i = (classes.index(k) for k in ("redundant", "contradictory", "independent"))
     out = np.empty_like(forward)
@@ -142,6 +188,15 @@ def load(kind: ModelKind = "accurate") -> JudgeModel:
     return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
 
 
+@cache
+def gate(kind: ModelKind = "accurate") -> Gate | None:
+    """The shipped gate in front of model ``kind`` (``GATES``), if it has one."""
+    if kind not in GATES:
+        return None
+    gate_kind, below = GATES[kind]
+    return Gate(load(gate_kind), MODEL_NAMES[gate_kind], below)
+
+
 def featurizer(deep: bool = True, known_deep: Mapping[str, np.ndarray] | None = None) -> PairFeaturizer:
     """A featurizer for the accurate (``deep``) or the fast model; it keeps every text it has
     parsed and embedded, so pairs judged in several batches embed each text once. ``known_deep``:
@@ -155,17 +210,36 @@ def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.nd
 
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
-            features_of: PairFeaturizer | None = None) -> list[tuple[Label, float]]:
-    """Label (older, newer) text pairs with the shipped model; returns (label, probability).
+            features_of: PairFeaturizer | None = None, gate: Gate | None = None) -> list[Decision]:
+    """Label (older, newer) text pairs with the shipped model.
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
-    ``features_of``: a featurizer (of the model's kind) shared across calls."""
+    ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: pairs it
+    closes are independent without the model's deep features (their texts are not embedded for
+    them)."""
     model = model or load()
-    decided: list[tuple[Label, float] | None] = [
-        ("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
+    decided: list[Decision | None] = [
+        Decision("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        both_orders = [*rest, *((b, a) for a, b in rest)]
-        features = (features_of or featurizer(model.deep)).matrix(both_orders)
-        judged = iter(model.decide(model.pair_probabilities(features[:len(rest)], features[len(rest):])))
-        decided = [known or next(judged) for known in decided]
+        features_of = features_of or featurizer(model.deep)
+        count = len(rest)
+        cheap = features_of.cheap([*rest, *((b, a) for a, b in rest)])
+        judged: list[Decision | None] = [None] * count
+        opened = np.arange(count)
+        if gate is not None:
+            gated = gate.model.pair_probabilities(cheap[:count], cheap[count:])
+            closed = gate.closed(gated)
+            independent = gate.model.classes.index("independent")
+            for i in np.flatnonzero(closed):
+                judged[i] = Decision("independent", float(gated[i, independent]), gate.reason(gated[i]))
+            opened = np.flatnonzero(~closed)
+        if len(opened):
+            subset = [rest[i] for i in opened]
+            features = features_of.with_deep([*subset, *((b, a) for a, b in subset)],
+                                             cheap[np.concatenate([opened, opened + count])])
+            probabilities = model.pair_probabilities(features[:len(subset)], features[len(subset):])
+            for i, (label, p) in zip(opened, model.decide(probabilities), strict=True):
+                judged[i] = Decision(label, p)
+        remaining = iter(judged)
+        decided = [known or next(remaining) for known in decided]
     return decided  # type: ignore[return-value]

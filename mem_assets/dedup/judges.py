@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from dagster import ConfigurableResource
@@ -37,18 +38,23 @@ from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import ChatUsage, OpenAIChatResource
 from mem_resources.text import unsupported_words
 
+if TYPE_CHECKING:
+    from mem_assets.dedup.judge_model import Gate
+
 log = logging.getLogger(__name__)
 
 
 
 @dataclass(frozen=True)
 class Judgment:
-    """``deferred``: not judged (the run's deadline passed); like a failure it merges nothing."""
+    """``deferred``: not judged (the run's deadline passed); like a failure it merges nothing.
+    ``gated``: answered independent by a cheaper model's gate, without the judge's own features."""
 
     label: Label
     reason: str
     failed: bool = False
     deferred: bool = False
+    gated: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,8 @@ class DeepVectors:
 
     known: dict[str, np.ndarray] = field(default_factory=dict)
     made: dict[str, np.ndarray] = field(default_factory=dict)
+    skipped: int = 0
+    """Texts judged without a vector, none kept: only gated pairs read them."""
 
 
 def _split(judged: Sequence[Judgment], requests: Sequence[JudgeRequest]) -> list[list[Judgment]]:
@@ -128,15 +136,23 @@ REQUESTS_PER_BATCH = 200
 
 class OfflineJudge(JudgeResource):
     """A shipped pair model (mem_assets/dedup/judge_model.py: ``accurate`` or ``fast``), precision
-    first; fuses by keeping the more informative text."""
+    first; fuses by keeping the more informative text. ``gate``: the model's gate (``GATES``:
+    the accurate one skips e5 for pairs the fast model calls clearly independent) is used."""
 
     model: ModelKind = "accurate"
+    gate: bool = True
+
+    def _gate(self) -> Gate | None:
+        from mem_assets.dedup import judge_model
+
+        return judge_model.gate(self.model) if self.gate else None
 
     @property
     def fingerprint(self) -> str:
         from mem_assets.dedup import judge_model
 
-        return f"offline-model:{judge_model.load(self.model).fingerprint}"
+        gate = self._gate()
+        return f"offline-model:{judge_model.load(self.model).fingerprint}" + (f"+{gate.fingerprint}" if gate else "")
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         [judgments], usage = self._judge_batches([list(pairs)])
@@ -164,16 +180,17 @@ class OfflineJudge(JudgeResource):
                        vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         from mem_assets.dedup import judge_model
 
-        model = judge_model.load(self.model)
+        model, gate = judge_model.load(self.model), self._gate()
         shared = judge_model.featurizer(model.deep, vectors.known if vectors else None)
         results = []
         for pairs in batches:
-            decided = judge_model.predict(pairs, model, shared)
-            results.append([Judgment(label, f"judge model: P({label}) = {p:.2f}") for label, p in decided])
+            decided = judge_model.predict(pairs, model, shared, gate)
+            results.append([Judgment(d.label, d.reason, gated=d.gated is not None) for d in decided])
             if advance:
                 advance(len(pairs))
         if vectors is not None:
             vectors.made.update(shared.embedded_deep)
+            vectors.skipped = shared.deep_skipped
         return results, ChatUsage(calls=sum(len(pairs) for pairs in batches))
 
     def fuse(self, texts: Sequence[str], label: Label,

@@ -41,6 +41,9 @@ class JudgingReport:
     requests: int = 0
     vectors_reused: int = 0
     vectors_made: int = 0
+    vectors_skipped: int = 0
+    """Texts of judged pairs no e5 pass was needed for: only pairs the judge's gate closed read them."""
+    pairs_gated: int = 0
     vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
     """(node id, text, vector) the judge made this run."""
 
@@ -123,12 +126,14 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                  "judge": judge.fingerprint} for key, verdict in fresh.items()
                 if not verdict.failed and not verdict.deferred]
     report = JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
-                           cache_hits=sum(key in cached for key in set(keys)), requests=len(requests))
+                           cache_hits=sum(key in cached for key in set(keys)), requests=len(requests),
+                           pairs_gated=sum(verdict.gated for verdict in fresh.values()))
     if vectors is not None:
         sides = {node: text for side in ("left", "right")
                  for node, text in zip(todo[f"{side}_id"], todo[f"{side}_text"], strict=True)}
         report.vectors_reused = sum(1 for text in set(sides.values()) if text in vectors.known)
         report.vectors_made = len(vectors.made)
+        report.vectors_skipped = vectors.skipped
         report.vectors_to_store = [(node, text, vectors.made[text]) for node, text in sorted(sides.items())
                                    if text in vectors.made]
     return report

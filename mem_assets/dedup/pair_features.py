@@ -587,13 +587,30 @@ class PairFeaturizer:
                             else np.zeros((0, dim), dtype=vectors.dtype))
             self._texts[text] = _Text.of(p, vectors[i], lexical[i], word_vectors)
 
+    @property
+    def deep_skipped(self) -> int:
+        """Texts this featurizer read without a ``deep`` vector (none made, none known): e5
+        passes a gate spared."""
+        return sum(1 for text in self._texts if text not in self._deep_vectors) if self._deep else 0
+
     def matrix(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        return self.with_deep(pairs, self.cheap(pairs))
+
+    def cheap(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The ``FEATURE_NAMES`` columns only: no contextual embedding."""
         if not pairs:
-            return np.zeros((0, self.width))
+            return np.zeros((0, len(FEATURE_NAMES)))
         with _without_cyclic_gc():
             self._prepare([t for pair in pairs for t in pair])
-            base = np.array([self._row(a, b) for a, b in pairs], dtype=np.float64)
-        return base if self._deep is None else np.hstack([base, self._deep_columns(pairs, base)])
+            return np.array([self._row(a, b) for a, b in pairs], dtype=np.float64)
+
+    def with_deep(self, pairs: Sequence[tuple[str, str]], cheap: np.ndarray) -> np.ndarray:
+        """Full rows from the ``cheap`` rows of the same ``pairs`` (embeds their texts with ``deep``)."""
+        if self._deep is None:
+            return cheap
+        if not pairs:
+            return np.zeros((0, self.width))
+        return np.hstack([cheap, self._deep_columns(pairs, cheap)])
 
     def _deep_columns(self, pairs: Sequence[tuple[str, str]], base: np.ndarray) -> np.ndarray:
         assert self._deep is not None

@@ -48,8 +48,8 @@ def test_feature_matrix_is_bit_identical_to_the_trained_featurizer(pairs):
 
 def test_labels_and_probabilities_are_unchanged(pairs):
     decided = judge_model.predict(pairs, judge_model.load("fast"))
-    assert sha256("\n".join(label for label, _ in decided).encode()) == LABELS_SHA256
-    assert sha256("\n".join(f"{label}:{p!r}" for label, p in decided).encode()) == PROBABILITIES_SHA256
+    assert sha256("\n".join(d.label for d in decided).encode()) == LABELS_SHA256
+    assert sha256("\n".join(f"{d.label}:{d.probability!r}" for d in decided).encode()) == PROBABILITIES_SHA256
 
 
 def test_featurizing_leaves_the_garbage_collector_as_it_found_it():
