@@ -3,7 +3,7 @@ a fixed bench-like tenant (default WordLlama embedder, offline judge, real Neo4j
 with a recorded fingerprint. The speed work was checked against the value the code before it
 (integration a2b4d1e) gave; the value was recorded again when judge-v2 was retrained without
 the groups that named speakers of reserved LoCoMo conversations, and when the default offline
-judge became judge-v3 and then judge-v6 (other model, other judgments)."""
+judge became judge-v3, then judge-v6, then judge-v7 (other model, other judgments)."""
 
 from __future__ import annotations
 

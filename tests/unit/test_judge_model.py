@@ -1,10 +1,11 @@
 """The learned offline judge, scored end to end on held-out splits it never saw in training.
 
-Floors (docs/dedup.md) for the default, accurate model (judge-v6). Hand-written pairs: wrong
+Floors (docs/dedup.md) for the default, accurate model (judge-v7). Hand-written pairs: wrong
 merges + wrong supersedes <= 2% of pairs, redundant precision >= 0.92, redundant F1 >= 0.65,
-contradictory F1 >= 0.65; measured 1.32%, 0.95, 0.71, 0.66 on 1,595 pairs. Real conversations
-(LoCoMo 42 and 43, 520 candidate pairs, no contradiction among them): wrong supersedes <= 1.5%
-and wrong merges + supersedes <= 3%; measured 1.35% and 2.88% (judge-v3: 4.62% and 5.77%). The
+contradictory F1 >= 0.65; measured 1.59%, 0.95, 0.72, 0.65 on 1,766 pairs (judge-v6: 2.04%,
+0.95, 0.71, 0.68). Real conversations (LoCoMo 42 and 43, 520 candidate pairs, no contradiction
+among them): wrong supersedes <= 1.5% and wrong merges + supersedes <= 3%; measured 0.77% and
+1.92% (judge-v6: 1.35% and 2.88%, judge-v3: 4.62% and 5.77%). The
 issue's targets (redundant F1 0.80, contradictory F1 0.70) are not met; the floors guard what is.
 """
 
