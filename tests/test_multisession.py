@@ -96,8 +96,8 @@ def _resolutions(neo4j: Neo4jResource, tenant: str) -> tuple[list[set[str]], lis
 
 #: The wrong resolutions the fast model (judge-v2) makes here: "allergic to cats" (merged with
 #: "has a cat allergy") contradicted by "does not currently have any pets" (a negation in the
-#: same domain). judge-v3 made the same two; the default judge-v6 makes none, and any other model
-#: (another fingerprint) must make none.
+#: same domain). judge-v3 made the same two; judge-v6 and the default judge-v7 make none, and
+#: any other model (another fingerprint) must make none.
 _CAT_ALLERGY_SUPERSEDED = {
     ("rosa", "supersede", "Rosa is allergic to cats.", "Rosa does not currently have any pets."),
     ("rosa", "supersede", "Rosa has a cat allergy.", "Rosa does not currently have any pets."),

@@ -2,7 +2,7 @@
 
 ``python -m mem_assets.dedup.training [--model accurate|fast] [--train PATH] [--out PATH]``
 
-``accurate`` (judge-v6, the default) learns from ``FEATURE_NAMES`` and ``DEEP_FEATURE_NAMES``
+``accurate`` (judge-v7, the default) learns from ``FEATURE_NAMES`` and ``DEEP_FEATURE_NAMES``
 (multilingual-e5); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
 
 1. Features of every training pair (``pair_features``), in both orders: which of two redundant or

@@ -22,9 +22,10 @@ LABELS_SHA256 = "cc6e054d661a29083f8ce55fb281130e1265bcd571dccae528c772fff3a9a48
 PROBABILITIES_SHA256 = "0cc8a50098e8a02a77d1fa7489defe697a3c0b8f795b1ed4f269468339508328"
 
 
-#: Groups written after the digests were recorded (for judge-v3, judge-v4 and judge-v6).
+#: Groups written after the digests were recorded (for judge-v3, judge-v4, judge-v6 and judge-v7).
 LATER_FILES = ("en_13_negated_neighbours:", "zh_11_negated_neighbours:", "zh_12_paraphrase_restated:",
-               "zh_13_span_cues:", "en_14_progress_not_change:", "zh_14_progress_not_change:")
+               "zh_13_span_cues:", "en_14_progress_not_change:", "zh_14_progress_not_change:",
+               "en_15_idiomatic_negation:", "zh_15_idiomatic_negation:")
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,12 @@
 """The learned offline judge, scored end to end on held-out splits it never saw in training.
 
-Floors (docs/dedup.md) for the default, accurate model (judge-v6 behind its e5 gate). Hand-written
+Floors (docs/dedup.md) for the default, accurate model (judge-v7 behind its e5 gate). Hand-written
 pairs: wrong merges + wrong supersedes <= 2% of pairs, redundant precision >= 0.92, redundant F1 >=
-0.65, contradictory F1 >= 0.65; measured 1.25%, 0.95, 0.70, 0.66 on 1,595 pairs (without the gate
-1.32%, 0.95, 0.71, 0.66). Real conversations (LoCoMo 42 and 43, 520 candidate pairs, no
-contradiction among them): wrong supersedes <= 1.5% and wrong merges + supersedes <= 3%; measured
-1.35% and 2.69% (without the gate 1.35% and 2.88%; judge-v3: 4.62% and 5.77%). The
+0.65, contradictory F1 >= 0.65; measured 1.53%, 0.95, 0.71, 0.65 on 1,766 pairs (without the gate
+1.59%, 0.95, 0.72, 0.65; judge-v6: 2.04%, 0.95, 0.71, 0.68). Real conversations (LoCoMo 42 and 43,
+520 candidate pairs, no contradiction among them): wrong supersedes <= 1.5% and wrong merges +
+supersedes <= 3%; measured 0.77% and 1.92%, with or without the gate (judge-v6: 1.35% and 2.88%,
+judge-v3: 4.62% and 5.77%). The
 issue's targets (redundant F1 0.80, contradictory F1 0.70) are not met; the floors guard what is.
 """
 
@@ -100,7 +101,7 @@ def test_exact_duplicates_are_redundant_and_clear_cases_hold():
     decided = judge_model.predict([("The user likes tea.", "The user  likes tea."),
                                    ("The user likes tea", "The user no longer drinks tea"),
                                    ("a cat", "a dog")])
-    assert [d.label for d in decided] == ["redundant", "contradictory", "independent"]
+    assert [label for label, _ in decided] == ["redundant", "contradictory", "independent"]
 
 
 @pytest.mark.parametrize(("kind", "features"), [("accurate", FEATURE_NAMES + DEEP_FEATURE_NAMES),
