@@ -101,7 +101,7 @@ def test_exact_duplicates_are_redundant_and_clear_cases_hold():
     decided = judge_model.predict([("The user likes tea.", "The user  likes tea."),
                                    ("The user likes tea", "The user no longer drinks tea"),
                                    ("a cat", "a dog")])
-    assert [label for label, _ in decided] == ["redundant", "contradictory", "independent"]
+    assert [d.label for d in decided] == ["redundant", "contradictory", "independent"]
 
 
 @pytest.mark.parametrize(("kind", "features"), [("accurate", FEATURE_NAMES + DEEP_FEATURE_NAMES),
