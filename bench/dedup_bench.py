@@ -168,15 +168,13 @@ def reset_marks(neo4j: Neo4jResource, ids: list[str]) -> None:
                     ids=ids, t=TENANT).consume()
 
 
-def scale(neo4j: Neo4jResource, embedder: EmbedderResource, judge: OfflineJudge, existing: int, new: int,
-          vector_index: bool) -> dict[str, float]:
+def bench_texts(existing: int, new: int) -> tuple[list[str], list[str]]:
+    """The tenant's existing and new texts at one scale (seeded by the scale): 5% of the new ones
+    near repeats of existing items, 10% city conflicts (en + zh)."""
     rng = random.Random(existing)
-    clear_tenant(neo4j)
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     texts = synthetic_texts(existing + new, rng)
     rng.shuffle(texts)
     old_texts, new_texts = texts[:existing], texts[existing:]
-    # 5% near repeats of existing items, 10% city conflicts (en + zh).
     for i in range(0, new - 3, 20):
         new_texts[i + 1] = rng.choice(old_texts).replace("。", "!").replace(".", " too.")
         city, (en_name, zh_name) = i % len(CITIES), friend_name(i // 20)
@@ -185,7 +183,14 @@ def scale(neo4j: Neo4jResource, embedder: EmbedderResource, judge: OfflineJudge,
         old_texts[(i + 3) % existing] = f"用户的朋友{zh_name}住在{ZH_CITIES[city]}。"
         new_texts[i + 3] = f"用户的朋友{zh_name}住在{ZH_CITIES[(city + 1) % len(ZH_CITIES)]}。"
     old_texts = list(dict.fromkeys(old_texts))
-    new_texts = [t for t in dict.fromkeys(new_texts) if t not in set(old_texts)]
+    return old_texts, [t for t in dict.fromkeys(new_texts) if t not in set(old_texts)]
+
+
+def scale(neo4j: Neo4jResource, embedder: EmbedderResource, judge: OfflineJudge, existing: int, new: int,
+          vector_index: bool) -> dict[str, float]:
+    clear_tenant(neo4j)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    old_texts, new_texts = bench_texts(existing, new)
     started = time.perf_counter()
     write_nodes(neo4j, embedder, old_texts, t0, checked=True)
     write_nodes(neo4j, embedder, new_texts, t0 + timedelta(days=30), checked=False)

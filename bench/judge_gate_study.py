@@ -14,7 +14,6 @@ Training data only: data/judge/heldout.jsonl and data/judge/locomo/heldout.jsonl
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
 
@@ -75,25 +74,6 @@ def oof() -> None:
              exact=exact, a=np.array([r["a"] for r in rows]), b=np.array([r["b"] for r in rows]))
 
 
-def bench_texts(existing: int, new: int) -> tuple[list[str], list[str]]:
-    """The texts of bench/dedup_bench.py's tenant at one scale (same generator and seed)."""
-    from dedup_bench import CITIES, ZH_CITIES, friend_name, synthetic_texts
-
-    rng = random.Random(existing)
-    texts = synthetic_texts(existing + new, rng)
-    rng.shuffle(texts)
-    old_texts, new_texts = texts[:existing], texts[existing:]
-    for i in range(0, new - 3, 20):
-        new_texts[i + 1] = rng.choice(old_texts).replace("。", "!").replace(".", " too.")
-        city, (en_name, zh_name) = i % len(CITIES), friend_name(i // 20)
-        old_texts[i % existing] = f"The user's friend {en_name} lives in {CITIES[city]}."
-        new_texts[i + 2] = f"The user's friend {en_name} lives in {CITIES[(city + 1) % len(CITIES)]}."
-        old_texts[(i + 3) % existing] = f"用户的朋友{zh_name}住在{ZH_CITIES[city]}。"
-        new_texts[i + 3] = f"用户的朋友{zh_name}住在{ZH_CITIES[(city + 1) % len(ZH_CITIES)]}。"
-    old_texts = list(dict.fromkeys(old_texts))
-    return old_texts, [t for t in dict.fromkeys(new_texts) if t not in set(old_texts)]
-
-
 def tenant_pairs(old: list[str], new: list[str]) -> list[tuple[str, str]]:
     """(older, newer) candidate pairs of one tenant, as the pipeline's numpy search finds them."""
     texts = old + new
@@ -132,6 +112,8 @@ def locomo_population() -> list[tuple[str, str, int]]:
 
 
 def sets() -> None:
+    from dedup_bench import bench_texts
+
     fast = load("fast")
     out = {}
     old, new = bench_texts(10_000, 2_000)
