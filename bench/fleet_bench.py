@@ -38,15 +38,20 @@ from mem_resources.settings import load_settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def night_texts(seed: int, memories: int, night: int) -> list[str]:
+    """Night ``night`` (1, 2, ...) of tenant number ``seed``: ``memories`` new texts, the last 10%
+    of them repeats of the night's first ones."""
+    texts = [f"{text} [night {night}]" if night > 1 else text
+             for text in synthetic_texts(memories, seed + 10_000 * (night - 1))]
+    texts[-memories // 10:] = texts[:memories // 10]
+    return texts
+
+
 def _write_inbox(inbox: Path, tenants: list[str], memories: int, night: int) -> None:
-    """Night ``night`` (1, 2, ...) of each tenant: ``memories`` new texts, the last 10% of them
-    repeats of the night's first ones."""
     for seed, tenant in enumerate(tenants):
         folder = inbox / tenant
         folder.mkdir(parents=True, exist_ok=True)
-        texts = [f"{text} [night {night}]" if night > 1 else text
-                 for text in synthetic_texts(memories, seed + 10_000 * (night - 1))]
-        texts[-memories // 10:] = texts[:memories // 10]
+        texts = night_texts(seed, memories, night)
         (folder / f"day{night}.jsonl").write_text("\n".join(
             json.dumps({"memory": text, "created_at": f"2026-11-{night:02d}T08:00:00Z"}, ensure_ascii=False)
             for text in texts), encoding="utf-8")

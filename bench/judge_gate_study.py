@@ -92,13 +92,11 @@ def tenant_pairs(old: list[str], new: list[str]) -> list[tuple[str, str]]:
 
 
 def fleet_pairs(tenants: int = 100, memories: int = 100) -> list[tuple[str, str, int]]:
-    from reorg_bench import synthetic_texts
+    from fleet_bench import night_texts
 
     pairs = []
     for seed in range(tenants):
-        texts = synthetic_texts(memories, seed)
-        texts[-memories // 10:] = texts[:memories // 10]
-        texts = list(dict.fromkeys(texts))
+        texts = list(dict.fromkeys(night_texts(seed, memories, 1)))
         pairs.extend((a, b, seed) for a, b in tenant_pairs([], texts))
     return pairs
 
