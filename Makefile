@@ -69,6 +69,7 @@ demo: neo4j-up
 	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} $(VENV)/bin/memtend tend
 
 test: setup
+	$(VENV)/bin/ruff check --quiet .
 	$(PY) -m pytest
 
 ui: neo4j-up

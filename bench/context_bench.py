@@ -32,8 +32,8 @@ from mem_assets.ingest.loading import ingest_tenant
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.inbox import InboxResource
 from mem_resources.local_neo4j import ensure_neo4j_uri
-from mem_resources.settings import load_settings
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import load_settings
 
 PREDICATES = [("LIVES_IN", "location"), ("FAVORITE", "tea"), ("HOBBY", "outdoor"), ("SELF_TRAIT", "writing")]
 OBJECTS = ["上海", "北京", "oolong", "green tea", "散步", "cycling", "不太擅长说话", "likes poems"]

@@ -33,16 +33,16 @@ from measure import Measured, matmul_seconds, measured
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments  # noqa: E402
-from mem_assets.dedup.candidates import HASHING_THRESHOLD  # noqa: E402
-from mem_assets.dedup.judges import OfflineJudge  # noqa: E402
-from mem_assets.dedup.judge_model import predict  # noqa: E402
-from mem_assets.resources import build_embedder  # noqa: E402
-from mem_resources.embedder import EmbedderResource, hashing_embed  # noqa: E402
-from mem_resources.local_neo4j import ensure_neo4j_uri  # noqa: E402
-from mem_resources.settings import load_settings  # noqa: E402
-from mem_resources.memory_model import payload_hash  # noqa: E402
-from mem_resources.neo4j_resource import Neo4jResource  # noqa: E402
+from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
+from mem_assets.dedup.candidates import HASHING_THRESHOLD
+from mem_assets.dedup.judge_model import predict
+from mem_assets.dedup.judges import OfflineJudge
+from mem_assets.resources import build_embedder
+from mem_resources.embedder import EmbedderResource, hashing_embed
+from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.memory_model import payload_hash
+from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import load_settings
 
 TENANT = "bench_dedup"
 LABELS = ("redundant", "contradictory", "independent")

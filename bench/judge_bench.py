@@ -30,10 +30,10 @@ from measure import measured
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mem_assets.dedup import judge_model, pair_features  # noqa: E402
-from mem_assets.dedup.judging import build_requests  # noqa: E402
-from mem_assets.dedup.pair_features import PairFeaturizer, parse  # noqa: E402
-from mem_resources.embedder import wordllama_embed  # noqa: E402
+from mem_assets.dedup import judge_model, pair_features
+from mem_assets.dedup.judging import build_requests
+from mem_assets.dedup.pair_features import PairFeaturizer, parse
+from mem_resources.embedder import wordllama_embed
 
 
 def bench_pairs(count: int, top_k: int) -> list[tuple[str, str]]:

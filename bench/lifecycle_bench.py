@@ -30,7 +30,6 @@ from measure import PeakRss
 
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_resources.local_neo4j import ensure_neo4j_uri
-from mem_resources.settings import load_settings
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -38,6 +37,7 @@ from mem_resources.memory_model import (
     payload_hash,
 )
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import load_settings
 
 WRITE_BATCH = 1000
 MEMORIES_PER_TOPIC = 100

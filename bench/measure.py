@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Self
 
 import numpy as np
 import psutil
@@ -20,7 +21,7 @@ from mem_resources.schema import TENANT_SCOPED_LABELS
 class PeakRss:
     """Peak RSS above the value at entry, sampled every 10 ms in a background thread."""
 
-    def __enter__(self) -> PeakRss:
+    def __enter__(self) -> Self:
         self._process = psutil.Process()
         self.start = self.peak = self._process.memory_info().rss
         self._stop = threading.Event()

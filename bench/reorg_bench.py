@@ -40,7 +40,6 @@ from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.vectors import TopicVectorsResource
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.local_neo4j import ensure_neo4j_uri
-from mem_resources.settings import Settings, load_settings
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -49,6 +48,7 @@ from mem_resources.memory_model import (
     utc_now,
 )
 from mem_resources.neo4j_resource import Neo4jResource
+from mem_resources.settings import Settings, load_settings
 
 SUBJECTS = ["I", "My sister", "My manager", "Our team", "My neighbour", "我", "我的朋友", "我们公司", "我妈妈"]
 ACTIVITIES = {

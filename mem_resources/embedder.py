@@ -7,6 +7,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,7 @@ def _features(text: str) -> list[str]:
             if len(token) > 4:
                 features.append(f"s:{token[:5]}")
     features.extend(f"w:{w}" for w in words)
-    features.extend(f"p:{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    features.extend(f"p:{a} {b}" for a, b in pairwise(words))
     return features
 
 
@@ -109,7 +110,7 @@ class OpenAIEmbedder(EmbedderResource):
 
 
 @cache
-def wordllama_model():  # noqa: ANN201 - the library's inference type
+def wordllama_model():  # returns the library's inference type
     """WordLlama's 256-dim static token embeddings, loaded from the files its wheel ships.
 
     Its default lookup misses the packaged tokenizer, so the package folder is passed as the cache

@@ -90,7 +90,7 @@ def _require(tool: str, hint: str) -> str:
 
 
 def _java_major(java: str) -> int:
-    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
     version = out.split('"')[1] if '"' in out else "0"
     head = version.split(".")[0]
     return int(head) if head.isdigit() else 0
@@ -108,7 +108,7 @@ def resolve_classpath(settings: LocalNeo4jSettings) -> str:
     result = subprocess.run(
         [mvn, "-B", "-q", "-f", str(pom), "dependency:build-classpath",
          f"-Dmdep.outputFile={cache}"],
-        capture_output=True, text=True,
+        capture_output=True, text=True, check=False,
     )
     if result.returncode != 0 or not cache.exists():
         cache.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import psutil
 
@@ -103,7 +103,7 @@ class TenantLease:
                                               self.ttl_s, False)
         return f"{state['info']} (since {state['since']})"
 
-    def acquire(self) -> TenantLease:
+    def acquire(self) -> Self:
         deadline, pause, told = time.monotonic() + self.wait_s, 0.2, False
         while True:
             with self.neo4j.session() as session:
@@ -131,7 +131,7 @@ class TenantLease:
                                                  self.holder, self.claim.encode(), self.ttl_s):
                         log.error("lost the lease of tenant %r (not renewed for %.0f s)",
                                   self.tenant, self.ttl_s)
-            except Exception:  # noqa: BLE001 -- a missed beat is retried; the lease outlives ttl_s/4
+            except Exception:  # a missed beat is retried; the lease outlives ttl_s/4
                 log.warning("renewing the lease of tenant %r failed", self.tenant, exc_info=True)
 
     def _give_back(self, tx: Any) -> None:
@@ -150,7 +150,7 @@ class TenantLease:
         with self.neo4j.session() as session:
             session.execute_write(self._give_back)
 
-    def __enter__(self) -> TenantLease:
+    def __enter__(self) -> Self:
         return self.acquire()
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,

@@ -63,12 +63,12 @@ def test_a_second_writer_waits_for_the_lease_and_the_same_holder_reenters(neo4j:
 def test_a_killed_holder_frees_the_lease_at_once(neo4j: Neo4jResource, neo4j_uri: str, tenant: str):
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time\n"
+         ("import sys, time\n"
          "from mem_resources.neo4j_resource import Neo4jResource\n"
          "from mem_resources.tenant_lock import TenantLease\n"
          f"TenantLease(Neo4jResource(uri={neo4j_uri!r}), {tenant!r}, 'doomed', ttl_s=3600).acquire()\n"
          "print('held', flush=True)\n"
-         "time.sleep(600)\n"],
+          "time.sleep(600)\n")],
         cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert holder.stdout.readline().strip() == "held"

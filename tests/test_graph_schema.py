@@ -50,11 +50,11 @@ def test_realtime_and_offline_exports_match_the_reference(neo4j, instance, tmp_p
 
 
 @pytest.mark.parametrize(("defect", "breaking_kind"), [
-    ("MATCH (c:Character {user_name: $t})-[r:OWNS_MEMORY]->(m) "
-     "CREATE (m)-[:OWNS_MEMORY]->(c) DELETE r", "direction"),
-    ("MATCH (c:Character {user_name: $t, id: 'char:xnne'}) "
-     "CREATE (:Character {user_name: $t, id: 'character:xnne', character_id: 'xnne', name: 'xnne', "
-     "display: 'xnne'})", "node type"),
+    (("MATCH (c:Character {user_name: $t})-[r:OWNS_MEMORY]->(m) "
+      "CREATE (m)-[:OWNS_MEMORY]->(c) DELETE r"), "direction"),
+    (("MATCH (c:Character {user_name: $t, id: 'char:xnne'}) "
+      "CREATE (:Character {user_name: $t, id: 'character:xnne', character_id: 'xnne', name: 'xnne', "
+      "display: 'xnne'})"), "node type"),
 ])
 def test_a_broken_writer_fails_the_check(neo4j, instance, tmp_path, tenant, defect, breaking_kind):
     load_sample(neo4j, tenant, instance, tmp_path, context_files=("realtime.jsonl",), plain=False)

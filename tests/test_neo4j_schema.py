@@ -26,5 +26,5 @@ def test_an_embedder_of_another_dimension_is_refused(neo4j: Neo4jResource, neo4j
     other = Neo4jResource(uri=neo4j_uri, database=neo4j.database, embedding_dimension=8)
     expected = rf"holds {neo4j.embedding_dimension}-dim vectors, but the configured embedder gives 8-dim"
     with pytest.raises(SchemaMismatchError, match=expected) as refused:
-        other.driver
+        _ = other.driver
     assert "memtend reembed --recreate-index" in str(refused.value)

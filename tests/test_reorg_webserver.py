@@ -164,7 +164,8 @@ def test_backfills_from_graphql_and_from_the_cli_reorganize_every_listed_tenant(
     assert launched["__typename"] == "LaunchBackfillSuccess", launched
     command = [str(BIN / "dagster"), "job", "backfill", "-w", "workspace.yaml", "-l", "memtend",
                "-j", "reorg_job", "--partitions", ",".join(cli_tenants), "--noprompt"]
-    done = subprocess.run(command, cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
     deadline = time.monotonic() + 480

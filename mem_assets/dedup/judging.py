@@ -28,7 +28,7 @@ JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed"
 def pair_key(judge_fingerprint: str, text_a: str, text_b: str) -> str:
     """Order-free hash of the two normalised texts and the judge that labels them."""
     first, second = sorted((normalize_text(text_a), normalize_text(text_b)))
-    payload = "\x1f".join((judge_fingerprint, first, second))
+    payload = f"{judge_fingerprint}\x1f{first}\x1f{second}"
     return "judgment:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

@@ -188,22 +188,22 @@ for _kind, _words in {
 #: Feeling and judgement words, +1 / -1: "is looking forward to" / "is dreading", "glowing review" /
 #: "terrible review". A flip of polarity where the rest aligns is a contradiction cue.
 _POLARITY: dict[str, int] = {}
-for _sign, _words in ((1, "love loves loved enjoy enjoys enjoyed like likes liked happy glad excited thrilled proud "
+for _sign, _words in ((1, ("love loves loved enjoy enjoys enjoyed like likes liked happy glad excited thrilled proud "
                           "grateful thankful great good wonderful amazing fantastic awesome glowing positive confident "
                           "calm relaxed relaxing peaceful quiet easy fun interesting exciting rewarding meaningful "
                           "inspiring inspired helpful supportive kind successful success won win passed accepted "
                           "promoted praised best better favorite favourite fond keen eager ready comfortable safe "
                           "healthy recovered hopeful optimistic satisfied pleased delighted forward welcome "
                           "喜欢 爱 热爱 享受 开心 高兴 快乐 兴奋 骄傲 自豪 感激 感谢 满意 好评 不错 棒 放松 平静 轻松 "
-                          "容易 有趣 有意思 有收获 成功 通过 赢 升职 健康 康复 期待 感动 支持 顺利 喜爱 热情"),
-                      (-1, "hate hates hated dislike dislikes disliked sad unhappy upset angry annoyed frustrated "
+                          "容易 有趣 有意思 有收获 成功 通过 赢 升职 健康 康复 期待 感动 支持 顺利 喜爱 热情")),
+                      (-1, ("hate hates hated dislike dislikes disliked sad unhappy upset angry annoyed frustrated "
                            "ashamed disappointed disappointing terrible awful bad poor negative nervous anxious "
                            "worried scared afraid dread dreading dreads stressed overwhelmed lonely alone bored "
                            "boring tiresome tedious dull difficult hard loud noisy painful failed lost rejected fired "
                            "worst worse meaningless useless waste sick ill injured uncomfortable miserable tired "
                            "exhausted hopeless struggle struggles hurt "
                            "讨厌 厌恶 烦 难过 伤心 生气 失望 丢脸 羞愧 差评 糟糕 紧张 焦虑 担心 害怕 怕 孤单 孤独 寂寞 "
-                           "无聊 枯燥 没意思 困难 吵 挂 失败 输 拒绝 浪费 生病 受伤 累 压力 发愁 痛苦")):
+                           "无聊 枯燥 没意思 困难 吵 挂 失败 输 拒绝 浪费 生病 受伤 累 压力 发愁 痛苦"))):
     for _word in _words.split():
         _POLARITY[_word] = _sign
 _ZH_POLARITY = sorted((w for w in _POLARITY if _CJK.match(w)), key=len, reverse=True)
@@ -306,8 +306,7 @@ def _en_words(text: str) -> tuple[list[tuple[str, bool]], str]:
 
 
 def _stem(word: str) -> str:
-    if word.endswith("'s"):
-        word = word[:-2]
+    word = word.removesuffix("'s")
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):

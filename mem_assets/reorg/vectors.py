@@ -38,7 +38,7 @@ DEFAULT_E5_LANGUAGES = ("zh",)
 class TopicVectorsResource(dg.ConfigurableResource):
     """Per language, the space its topics live in (``MEMTEND_TOPIC_E5_LANGUAGES``, default zh)."""
 
-    e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)
+    e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)  # noqa: RUF012 - pydantic copies field defaults
 
     def space(self, language: str) -> str:
         return E5_SPACE if language in self.e5_languages else MAIN_SPACE

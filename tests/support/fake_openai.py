@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+
 @dataclass(frozen=True)
 class Truncated:
     """A body cut short: the server announces more bytes than it sends, then closes."""
@@ -75,7 +76,7 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
     state = FakeOpenAI(base_url="")
 
     class _Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        def do_POST(self) -> None:  # the name http.server calls
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             state.requests.append((self.path, body))

@@ -43,11 +43,10 @@ def test_same_content_gives_same_checksum_whenever_written(tmp_path: Path):
 
 
 def test_failure_midway_leaves_nothing_behind(tmp_path: Path):
-    with pytest.raises(RuntimeError, match="boom"):
-        with BackupWriter(tmp_path, "alice") as writer:
-            writer.write_node("mem:1", ["MemoryItem"], "MemoryItem",
-                              {"id": "mem:1", "user_name": "alice"})
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), BackupWriter(tmp_path, "alice") as writer:
+        writer.write_node("mem:1", ["MemoryItem"], "MemoryItem",
+                          {"id": "mem:1", "user_name": "alice"})
+        raise RuntimeError("boom")
     assert archive.list_backups(tmp_path, "alice") == []
     assert list((tmp_path / "alice").iterdir()) == []
 
