@@ -65,7 +65,7 @@ def change_marker(context: dg.AssetExecutionContext, changed: bool) -> dict[str,
     up to date for sensors, backfills and downstream assets; its metadata then says "nothing
     changed" and links to the run whose counts and previews are worth reading, instead of the
     run being skipped and the partition looking stale."""
-    run_id: str | None = context.run_id
+    run_id: str | None = context.run.run_id
     if not changed:
         records = context.instance.fetch_materializations(dg.AssetRecordsFilter(
             asset_key=context.asset_key, asset_partitions=[context.partition_key]), limit=1).records

@@ -63,7 +63,7 @@ class Neo4jResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._driver = None
-        run = context.dagster_run
+        run = context.run
         tenant = run.tags.get(PARTITION_TAG) if run else None
         if run and tenant and is_valid_tenant(tenant):
             self._lease = self.lease(tenant, run.tags.get(LOCK_HOLDER_TAG) or run.run_id,

@@ -19,6 +19,10 @@ _STATEMENTS = {
             f"FOR (n:{label}) REQUIRE (n.user_name, n.id) IS UNIQUE")
         for label in TENANT_SCOPED_LABELS
     },
+    **{
+        f"{label.lower()}_tenant": f"CREATE INDEX {label.lower()}_tenant IF NOT EXISTS FOR (n:{label}) ON (n.user_name)"
+        for label in TENANT_SCOPED_LABELS if label != "MemoryItem"
+    },
     "tenant_lock": "CREATE CONSTRAINT tenant_lock IF NOT EXISTS FOR (l:TenantLock) REQUIRE l.tenant IS UNIQUE",
     "memory_tenant": "CREATE INDEX memory_tenant IF NOT EXISTS FOR (m:MemoryItem) ON (m.user_name)",
     "memory_tenant_status": ("CREATE INDEX memory_tenant_status IF NOT EXISTS "

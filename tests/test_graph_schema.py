@@ -9,9 +9,10 @@ import dagster as dg
 import pytest
 from typer.testing import CliRunner
 
-from mem_assets.context_graph import schema_doc
+from mem_assets.context_graph import queries, schema_doc
 from mem_assets.context_graph.assets import SCHEMA_CHECK, graph_schema
 from mem_assets.context_graph.cli import app
+from mem_resources.schema import TENANT_SCOPED_LABELS
 from tests.support.context_sample import load_sample
 from tests.support.pipeline import base_resources, materialize_partition
 
@@ -79,6 +80,30 @@ def test_export_is_scoped_to_one_tenant(neo4j, instance, tmp_path, tenant):
     everyone = schema_doc.export_document(neo4j, None)
     assert everyone.node_type("Conversation").id_formats.keys() >= {"conv:<date>", "conv:ch<n>"}
     assert all(r.cross_tenant == 0 for r in everyone.relationship_types)
+
+
+def _operators(plan: dict) -> list[tuple[str, str]]:
+    return [(plan["operatorType"].split("@")[0], plan.get("args", {}).get("Details", "")),
+            *(op for child in plan.get("children", []) for op in _operators(child))]
+
+
+def test_a_tenant_export_reads_its_own_nodes_only(neo4j, instance, tmp_path, tenant):
+    """A tenant's schema check costs its own size: memtend's labels are read through their
+    user_name indexes, another writer's label by its label scan, never every node of the database;
+    the writer's nodes of that tenant are still counted."""
+    load_sample(neo4j, tenant, instance, tmp_path, context_files=("realtime.jsonl",), plain=False)
+    with neo4j.session() as session:
+        session.run("CREATE (:WriterNote {user_name: $t, id: 'note:1'}), (:WriterNote {user_name: $o, id: 'note:2'})",
+                    t=tenant, o=f"{tenant}_other").consume()
+        plan = session.execute_read(lambda tx: tx.run(
+            "EXPLAIN " + queries.tenant_nodes(tx, tenant) + "RETURN count(n)", tenant=tenant).consume().plan)
+    operators = _operators(plan)
+    assert "AllNodesScan" not in {name for name, _ in operators}
+    seeks = " ".join(details for name, details in operators if name == "NodeIndexSeek")
+    assert all(f"n:{label}(user_name)" in seeks for label in TENANT_SCOPED_LABELS)
+    assert ("NodeByLabelScan", "n:WriterNote") in operators
+    [note] = [n for n in schema_doc.export_document(neo4j, tenant).node_types if ":WriterNote" in n.labels]
+    assert note.count == 1
 
 
 def test_cli_exports_and_diffs(neo4j, neo4j_uri, instance, tmp_path, tenant, monkeypatch):

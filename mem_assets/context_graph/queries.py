@@ -176,13 +176,11 @@ def write_context(session: Session, tenant: str, nodes: list[MemoryItem], rows: 
 #
 # Nodes are grouped by label set, id prefix (``mem:``, ``char:``, …) and id format — the id after
 # its prefix with every run of characters other than ``:`` and ``|`` folded to ``<x>``, and md5s,
-# dates and chapters named (``<md5>``, ``<date>``, ``ch<n>``). ``$tenant`` null means every tenant.
-_SCOPE = "($tenant IS NULL OR n.user_name = $tenant)"
+# dates and chapters named (``<md5>``, ``<date>``, ``ch<n>``). ``tenant`` None means every tenant.
 _PREFIX = ("CASE WHEN {v}.id IS :: STRING AND {v}.id CONTAINS ':' "
            "THEN split({v}.id, ':')[0] + ':' ELSE '' END")
 
 _NODE_GROUPS = f"""
-MATCH (n) WHERE {_SCOPE}
 WITH labels(n) AS labels, {_PREFIX.format(v='n')} AS prefix, n.id AS id
 WITH labels, prefix, CASE WHEN prefix = '' THEN '' ELSE substring(id, size(prefix)) END AS rest
 WITH labels, prefix,
@@ -199,14 +197,13 @@ RETURN labels, prefix, id_format, count(*) AS count
 """
 
 _NODE_PROPERTIES = f"""
-MATCH (n) WHERE {_SCOPE}
 WITH labels(n) AS labels, {_PREFIX.format(v='n')} AS prefix, keys(n) AS keys
 UNWIND keys AS key
 RETURN labels, prefix, key, count(*) AS count
 """
 
 _RELATIONSHIPS = f"""
-MATCH (n)-[r]->(m) WHERE {_SCOPE}
+MATCH (n)-[r]->(m)
 RETURN type(r) AS type,
        labels(n) AS source_labels, {_PREFIX.format(v='n')} AS source_prefix,
        labels(m) AS target_labels, {_PREFIX.format(v='m')} AS target_prefix,
@@ -215,16 +212,31 @@ RETURN type(r) AS type,
 """
 
 
-def node_groups(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
-    """One row per (labels, prefix, id_format) with its node count."""
-    return [record.data() for record in tx.run(_NODE_GROUPS, tenant=tenant)]
+def _quoted(label: str) -> str:
+    return "`" + label.replace("`", "``") + "`"
 
 
-def node_properties(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
-    """One row per (labels, prefix, property key) with how many nodes carry the key."""
-    return [record.data() for record in tx.run(_NODE_PROPERTIES, tenant=tenant)]
+def tenant_nodes(tx: ManagedTransaction, tenant: str | None) -> str:
+    """Cypher that binds ``n`` to each node of ``$tenant`` once. A tenant's nodes are found label
+    by label (memtend's labels through their ``user_name`` indexes, another writer's labels by a
+    label scan), so exporting a tenant costs its own size, not the whole database's. Labels are
+    identifiers, which Cypher cannot take as parameters (a dynamic ``$(label)`` match scans every
+    node in Neo4j 5.26): they come from ``db.labels()``, quoted. Nodes without any label belong
+    to no node type and are left out."""
+    if tenant is None:
+        return "MATCH (n)\n"
+    labels = [record["label"] for record in tx.run("CALL db.labels() YIELD label RETURN label ORDER BY label")]
+    if not labels:
+        return "UNWIND [] AS n\n"
+    branches = " UNION ".join(f"MATCH (n:{_quoted(label)}) WHERE n.user_name = $tenant RETURN n"
+                              for label in labels)
+    return f"CALL () {{ {branches} }}\n"
 
 
-def relationships(tx: ManagedTransaction, tenant: str | None) -> list[dict[str, Any]]:
-    """One row per (type, source labels/prefix, target labels/prefix), with cross-tenant count."""
-    return [record.data() for record in tx.run(_RELATIONSHIPS, tenant=tenant)]
+def schema_rows(tx: ManagedTransaction, tenant: str | None) -> tuple[list[dict[str, Any]], ...]:
+    """In one read transaction: one row per (labels, prefix, id_format) with its node count; one
+    per (labels, prefix, property key) with how many nodes carry the key; one per (type, source
+    labels/prefix, target labels/prefix) with its count and how many cross tenants."""
+    nodes = tenant_nodes(tx, tenant)
+    return tuple([record.data() for record in tx.run(nodes + query, tenant=tenant)]
+                 for query in (_NODE_GROUPS, _NODE_PROPERTIES, _RELATIONSHIPS))

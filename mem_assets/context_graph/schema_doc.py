@@ -101,7 +101,7 @@ def node_type_name(labels: Iterable[str], prefix: str) -> str:
 def build_document(tenant: str | None, groups: list[dict[str, Any]],
                    properties: list[dict[str, Any]], relationships: list[dict[str, Any]],
                    generated_at: datetime | None = None) -> SchemaDocument:
-    """Fold the aggregated Cypher rows (``queries.node_groups`` and friends) into a document."""
+    """Fold the aggregated Cypher rows (``queries.schema_rows``) into a document."""
     counts: dict[str, int] = defaultdict(int)
     prefixes: dict[str, str] = {}
     labels: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -142,9 +142,7 @@ def build_document(tenant: str | None, groups: list[dict[str, Any]],
 def export_document(neo4j: Neo4jResource, tenant: str | None) -> SchemaDocument:
     """The live graph's schema, for one tenant or (``None``) all of them."""
     with neo4j.session() as session:
-        groups = session.execute_read(queries.node_groups, tenant)
-        properties = session.execute_read(queries.node_properties, tenant)
-        relationships = session.execute_read(queries.relationships, tenant)
+        groups, properties, relationships = session.execute_read(queries.schema_rows, tenant)
     return build_document(tenant, groups, properties, relationships)
 
 

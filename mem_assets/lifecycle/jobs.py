@@ -74,7 +74,7 @@ class SoftDeleteConfig(MemorySelection):
 
 def _holder(context: dg.OpExecutionContext) -> str:
     """The run's lease holder: the one its Neo4j resource joined when the run has a tenant tag."""
-    return context.run.tags.get(LOCK_HOLDER_TAG) or context.run_id
+    return context.run.tags.get(LOCK_HOLDER_TAG) or context.run.run_id
 
 
 def _id_table(ids: list[str], limit: int = 20) -> dg.MetadataValue:
