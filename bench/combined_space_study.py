@@ -106,7 +106,8 @@ def growth_check(items: Sequence[EvalItem], vectors: dict[str, np.ndarray], para
 
 def figures(items: Sequence[EvalItem], english: dict[str, np.ndarray], e5: dict[str, np.ndarray],
             params: PlacementParams) -> dict[str, Any]:
-    report = evaluate_topics(items, Cached(english), params, ("zh",), E5_PARAMS, Cached(e5).embed)
+    report = evaluate_topics(items, Cached(english), params, ("zh",), E5_PARAMS, Cached(e5).embed,
+                             combined_languages=())
     en = report.by_language.get("en")
     return {"placed": report.placed, "purity": report.purity, "dupes": report.near_duplicate_pairs,
             "split": report.split_themes, "topics": report.topics, "leaves": report.sub_topics,

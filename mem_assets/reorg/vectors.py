@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import dagster as dg
 import numpy as np
 
+from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_space import normalize
 from mem_resources.embedder import (
     E5_QUERY_SPACE,
@@ -38,17 +39,17 @@ E5_DIMENSION = 384
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
 #: e5's share of a cosine in the combined space (chosen on the tuning parts: docs/reorg.md).
-COMBINED_WEIGHT = 0.7
+COMBINED_WEIGHT = 0.8
 #: The stored-centroid tag of the combined space: a change of weight or model recomputes centroids.
 COMBINED_SPACE = f"{MAIN_SPACE}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
 #: Spaces whose vectors need a kept e5 vector.
 NEEDS_E5 = frozenset({E5_SPACE, COMBINED_SPACE})
-#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``); docs/reorg.md says when
-#: ``zh,en`` is the better choice.
+#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``).
 DEFAULT_E5_LANGUAGES = ("zh",)
-
-
-DEFAULT_COMBINED_LANGUAGES: tuple[str, ...] = ()
+#: Placed in the combined space by default (``MEMTEND_TOPIC_COMBINED_LANGUAGES``).
+DEFAULT_COMBINED_LANGUAGES = ("en",)
+#: Each space's shipped thresholds (run config ``memory_clusters`` overrides them per space).
+SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS, COMBINED_SPACE: COMBINED_PARAMS}
 
 
 def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -> np.ndarray:
