@@ -6,15 +6,14 @@ Chinese, so by default Chinese topics use multilingual-e5-small ``query:`` vecto
 text, so each memory is embedded once and the vector kept on its node (``reorg_vector``, with
 ``reorg_vector_key`` naming the model and a digest of the text it was made from: a vector whose key
 does not match — a merge rewrote the text, the model changed — is made again); later cycles read
-it back. English stays in the configured embedder's space (``embedding``), which costs nothing
-extra. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one of
-another space is recomputed from its members' vectors, never compared across spaces.
+it back. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one
+of another space is recomputed from its members' vectors, never compared across spaces.
 
-The combined space (``MEMTEND_TOPIC_COMBINED_LANGUAGES``) joins both: a memory's normalised
-``embedding`` and its kept e5 vector, weighted so that a cosine there is ``(1 - w)`` times the
-embedder's cosine plus ``w`` times e5's. Each space separates themes the other confuses
-(docs/reorg.md, "Combined English space"); its e5 half is the same kept ``reorg_vector``, so a
-memory is still embedded with e5 at most once.
+English topics by default use the combined space (``MEMTEND_TOPIC_COMBINED_LANGUAGES``): a
+memory's normalised ``embedding`` joined with its kept e5 vector, weighted so that a cosine there
+is ``(1 - w)`` times the embedder's cosine plus ``w`` times e5's. It separates English themes
+better than either alone (docs/reorg.md, "Combined English space"); its e5 half is the same kept
+``reorg_vector``, so a memory is still embedded with e5 at most once.
 """
 
 from __future__ import annotations
