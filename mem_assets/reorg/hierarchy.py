@@ -104,8 +104,9 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
         rows, spaces = [rows[row] for row in kept], [spaces[row] for row in kept]
         with neo4j.session() as session:
             session.execute_write(queries.mark_deferred, tenant, sorted(later))
-    parts = {MAIN_SPACE: [orphan.embedding if space != E5_SPACE else None for orphan, space in zip(rows, spaces, strict=True)],
-             E5_SPACE: [orphan.reorg_vector if space in NEEDS_E5 else None for orphan, space in zip(rows, spaces, strict=True)]}
+    pairs = list(zip(rows, spaces, strict=True))
+    parts = {MAIN_SPACE: [orphan.embedding if space != E5_SPACE else None for orphan, space in pairs],
+             E5_SPACE: [orphan.reorg_vector if space in NEEDS_E5 else None for orphan, space in pairs]}
     wanted = {MAIN_SPACE: {MAIN_SPACE, COMBINED_SPACE}, E5_SPACE: NEEDS_E5}
     missing = {part: [row for row, vector in enumerate(vectors_of) if vector is None and spaces[row] in wanted[part]]
                for part, vectors_of in parts.items()}
