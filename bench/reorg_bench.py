@@ -35,9 +35,8 @@ from measure import Measured, PeakRss, drop_bench_tenant, measured, raw_create_s
 from mem_assets.reorg.assets import CandidatesConfig
 from mem_assets.reorg.cycle import SET_ASIDE, TOPIC, plan_table
 from mem_assets.reorg.hierarchy import TopicWriter, load_candidates, tidy_topics
-from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
-from mem_assets.reorg.vectors import TopicVectorsResource
+from mem_assets.reorg.vectors import SHIPPED_PARAMS, TopicVectorsResource
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.local_neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import (
@@ -156,8 +155,7 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
             candidates = loaded.frame
 
         with measured() as phases["plan"]:
-            plan = plan_table(neo4j, embedder, vectors, tenant, candidates, PlacementParams(), E5_PARAMS,
-                              rebuild=False)
+            plan = plan_table(neo4j, embedder, vectors, tenant, candidates, SHIPPED_PARAMS, rebuild=False)
 
         with measured() as phases["write"]:
             outcome = TopicWriter(tenant, neo4j, embedder, ExtractiveSummarizer(),
@@ -172,7 +170,8 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
                      baseline_s=phases["bare read"].seconds + phases["raw write"].seconds)
     print(f"\n{label}: {len(candidates)} candidates, {placed} placed ({placed / max(len(candidates), 1):.1%}); "
           f"e5 vectors made and stored {loaded.vectors_stored}, deferred to the next run {loaded.vectors_deferred} "
-          f"(e5 languages: {', '.join(vectors.e5_languages) or 'none'})")
+          f"(e5 languages: {', '.join(vectors.e5_languages) or 'none'}; "
+          f"combined: {', '.join(vectors.combined_languages) or 'none'})")
     print(f"  topics created {outcome.created}, grown {outcome.grown}, promoted {outcome.promoted}, "
           f"refreshed {outcome.refreshed}; PARENT edges +{outcome.edges_created} -{outcome.edges_removed}; "
           f"plan rows {len(topics)}")
@@ -191,10 +190,16 @@ def main() -> None:
     parser.add_argument("--e5-languages", default=None,
                         help="languages placed in e5 space (default: MEMTEND_TOPIC_E5_LANGUAGES, i.e. zh); "
                              "'none' times the embedder-only path. ~78%% of the synthetic texts are Chinese.")
+    parser.add_argument("--combined-languages", default=None,
+                        help="languages placed in the combined space (default: MEMTEND_TOPIC_COMBINED_LANGUAGES, "
+                             "i.e. en); 'none' for none.")
     args = parser.parse_args()
     settings = load_settings()
-    vectors = TopicVectorsResource(e5_languages=(settings if args.e5_languages is None else Settings(
-        topic_e5_languages=args.e5_languages)).e5_languages)
+    spaces = Settings(
+        topic_e5_languages=settings.topic_e5_languages if args.e5_languages is None else args.e5_languages,
+        topic_combined_languages=(settings.topic_combined_languages if args.combined_languages is None
+                                  else args.combined_languages))
+    vectors = TopicVectorsResource(e5_languages=spaces.e5_languages, combined_languages=spaces.combined_languages)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("neo4j").setLevel(logging.WARNING)
     uri = ensure_neo4j_uri(settings)

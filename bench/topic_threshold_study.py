@@ -94,7 +94,7 @@ def unplaced(items: Sequence[EvalItem], embedder: Cached) -> dict[str, Any]:
 
     evaluation.plan_cycle = keep
     try:
-        evaluate_topics(items, embedder, PlacementParams(), ())
+        evaluate_topics(items, embedder, PlacementParams(), (), combined_languages=())
     finally:
         evaluation.plan_cycle = original
     aside: dict[str, Any] = {}
@@ -123,10 +123,11 @@ def unplaced(items: Sequence[EvalItem], embedder: Cached) -> dict[str, Any]:
 
 def scores(items: Sequence[EvalItem], space: str, embedders: dict[str, Cached], **changes: Any) -> dict[str, Any]:
     if space == "wordllama":
-        report = evaluate_topics(items, embedders[space], replace(PlacementParams(), **changes), ())
+        report = evaluate_topics(items, embedders[space], replace(PlacementParams(), **changes), (),
+                                 combined_languages=())
     else:
         report = evaluate_topics(items, embedders["wordllama"], PlacementParams(), ("en", "zh"),
-                                 replace(E5_PARAMS, **changes), embedders["e5"].embed)
+                                 replace(E5_PARAMS, **changes), embedders["e5"].embed, combined_languages=())
     placed = round(report.placed * report.memories)
     return {"memories": report.memories, "placed": placed, "pure": round(report.purity * placed),
             "leaves": report.sub_topics, "labels": report.labels, "dupes": report.near_duplicate_pairs}

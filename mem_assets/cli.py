@@ -199,6 +199,9 @@ def eval_topics(
     e5_languages: Annotated[str, typer.Option(
         help="Languages placed in the multilingual-e5 space: configured (MEMTEND_TOPIC_E5_LANGUAGES), "
              "or e.g. zh, zh,en, none.")] = "configured",
+    combined_languages: Annotated[str, typer.Option(
+        help="Languages placed in the combined (embedder + e5) space: configured "
+             "(MEMTEND_TOPIC_COMBINED_LANGUAGES), or e.g. en, none. A language is in one space.")] = "configured",
     placement: Annotated[str, typer.Option(
         help='Thresholds, as the memory_clusters run config takes them (JSON), e.g. '
              '{"e5_group_similarity": 0.2, "e5_min_cluster_size": 2}; default: the shipped ones.')] = "{}",
@@ -217,10 +220,13 @@ def eval_topics(
                     fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     try:
-        languages = (settings if e5_languages == "configured"
-                     else Settings(topic_e5_languages=e5_languages)).e5_languages
+        spaces = Settings(
+            topic_e5_languages=settings.topic_e5_languages if e5_languages == "configured" else e5_languages,
+            topic_combined_languages=(settings.topic_combined_languages if combined_languages == "configured"
+                                      else combined_languages))
     except ValidationError as exc:
-        typer.secho(f"error: --e5-languages: {exc.errors()[0]['msg']}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: --e5-languages / --combined-languages: {exc.errors()[0]['msg']}",
+                    fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
     try:
         fields = json.loads(placement)
@@ -232,8 +238,9 @@ def eval_topics(
         message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         typer.secho(f"error: --placement: {message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
-    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), config.params(), languages,
-                             config.e5_params())
+    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), config.params(),
+                             spaces.e5_languages, config.e5_params(),
+                             combined_languages=spaces.combined_languages, combined_params=config.combined_params())
     typer.echo(report_json(report))
 
 

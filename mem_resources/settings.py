@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +70,12 @@ class Settings(BaseSettings):
         description="Languages whose topics are placed in multilingual-e5-small space (each memory "
                     "embedded once, ~17 ms, and the vector stored on it) instead of the embedder's: "
                     "comma-separated, e.g. zh or zh,en; 'none' for no language.")
+    topic_combined_languages: str = Field(
+        default="en", validation_alias=_env("MEMTEND_TOPIC_COMBINED_LANGUAGES"),
+        description="Languages whose topics are placed in the combined space: the embedder's vector "
+                    "joined with the kept multilingual-e5-small one (e5 once per memory, ~10-17 ms); "
+                    "comma-separated, e.g. en; 'none' for no language. A language is in at most one of "
+                    "this and MEMTEND_TOPIC_E5_LANGUAGES.")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
                                  description="Seconds one LLM/embedding request may take.")
@@ -108,19 +114,32 @@ class Settings(BaseSettings):
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("topic_e5_languages")
+    @field_validator("topic_e5_languages", "topic_combined_languages")
     @classmethod
     def _language_list(cls, value: str) -> str:
         words = sorted({word.strip().lower() for word in value.split(",") if word.strip()} - {"none"})
         unknown = set(words) - {"en", "zh"}
         if unknown:
-            raise ValueError(f"topic e5 languages are en and/or zh, not {', '.join(sorted(unknown))}")
+            raise ValueError(f"topic languages are en and/or zh, not {', '.join(sorted(unknown))}")
         return ",".join(words)
+
+    @model_validator(mode="after")
+    def _one_space_per_language(self) -> Settings:
+        both = sorted(set(self.e5_languages) & set(self.combined_languages))
+        if both:
+            raise ValueError(f"{', '.join(both)}: in both MEMTEND_TOPIC_E5_LANGUAGES and "
+                             "MEMTEND_TOPIC_COMBINED_LANGUAGES (a language has one topic space)")
+        return self
 
     @property
     def e5_languages(self) -> list[str]:
         """The languages ``topic_e5_languages`` names (possibly none)."""
         return self.topic_e5_languages.split(",") if self.topic_e5_languages else []
+
+    @property
+    def combined_languages(self) -> list[str]:
+        """The languages ``topic_combined_languages`` names (possibly none)."""
+        return self.topic_combined_languages.split(",") if self.topic_combined_languages else []
 
     @property
     def dimension(self) -> int:

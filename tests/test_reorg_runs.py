@@ -88,7 +88,8 @@ def test_llm_summaries_and_a_malformed_answer_falls_back_to_the_offline_summary(
 
 
 def test_unplaced_memories_record_why_wait_for_new_orphans_then_rejoin(neo4j, tenant, instance):
-    nothing_groups = {"ops": {"memory_clusters": {"config": {"group_similarity": 0.99, "e5_group_similarity": 0.99}}}}
+    nothing_groups = {"ops": {"memory_clusters": {"config": {
+        "group_similarity": 0.99, "e5_group_similarity": 0.99, "combined_group_similarity": 0.99}}}}
     first = _texts({"fitness"}, 25)
     write_memories(neo4j, tenant, first)
     result = run_reorg(neo4j, tenant, instance, run_config=nothing_groups)

@@ -1,5 +1,6 @@
-"""Chinese topics in the multilingual-e5 space on the real Neo4j: each memory is embedded with e5
-once, the vector is kept on its node and every later cycle (new arrivals, a rebuild) reuses it."""
+"""Chinese topics in the multilingual-e5 space and English ones in the combined (embedder + e5)
+space on the real Neo4j: each memory is embedded with e5 once, the vector is kept on its node and
+every later cycle (new arrivals, a rebuild, a split) reuses it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
+from mem_assets.reorg.cycle import MemberStore
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import (
+    COMBINED_SPACE,
     E5_DIMENSION,
     E5_SPACE,
     TopicVectorsResource,
@@ -18,6 +21,7 @@ from mem_assets.reorg.vectors import (
 )
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import (
+    EMBEDDER,
     REORG_ASSETS,
     graph_counts,
     materialization_metadata,
@@ -28,12 +32,17 @@ from tests.support.reorg_graph import (
 
 ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
 THEMES = ("tea", "calligraphy", "badminton")
+ENGLISH_THEMES = ("guitar", "gardening", "sleep")
+
+
+def _texts(themes: tuple[str, ...], batch: int, lang: str) -> list[str]:
+    rows = [json.loads(line) for line in ITEMS.read_text(encoding="utf-8").splitlines()]
+    return [row["text"] for row in rows if row["topic"] in themes and row["batch"] == batch
+            and language(row["text"]) == lang]
 
 
 def _chinese(batch: int) -> list[str]:
-    rows = [json.loads(line) for line in ITEMS.read_text(encoding="utf-8").splitlines()]
-    return [row["text"] for row in rows if row["topic"] in THEMES and row["batch"] == batch
-            and language(row["text"]) == "zh"]
+    return _texts(THEMES, batch, "zh")
 
 
 def _stored(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple[str | None, list[float] | None]]:
@@ -71,10 +80,10 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
     write_memories(neo4j, tenant, first + english)
     result = run_reorg(neo4j, tenant, instance)
     assert result.success
-    assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first)
+    assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first + english)
     stored = _stored(neo4j, tenant)
-    assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == E5_DIMENSION for text in first)
-    assert all(stored[text] == (None, None) for text in english)
+    assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == E5_DIMENSION
+               for text in first + english)
     topics = _topics(neo4j, tenant)
     chinese = [t for t in topics if t["language"] == "zh"]
     assert chinese and all(t["space"] == E5_SPACE and t["dimension"] == E5_DIMENSION for t in chinese)
@@ -147,3 +156,29 @@ def test_chinese_topics_of_the_embedder_space_move_to_e5_when_they_next_grow(neo
     stored = _stored(neo4j, tenant)
     assert all(key == vector_key(text) for text, (key, _) in stored.items()), \
         "members of old topics got their e5 vector when their centroid was recomputed, kept for later cycles"
+
+
+def test_english_topics_live_in_the_combined_space_and_reuse_kept_e5_vectors(neo4j, tenant, instance):
+    first, second = _texts(ENGLISH_THEMES, 1, "en"), _texts(ENGLISH_THEMES, 2, "en")
+    assert len(first) >= 20 and len(second) >= 5
+    ids = write_memories(neo4j, tenant, first)
+    result = run_reorg(neo4j, tenant, instance)
+    assert result.success
+    assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first)
+    read_back = MemberStore(neo4j, EMBEDDER, tenant, COMBINED_SPACE, TopicVectorsResource()).matrix(ids)
+    assert np.allclose(read_back, TopicVectorsResource().embed(COMBINED_SPACE, first, EMBEDDER), atol=1e-5), \
+        "members read back (splits, promotions) are in the space they were placed in"
+    topics = _topics(neo4j, tenant)
+    assert topics and all(t["space"] == COMBINED_SPACE and t["dimension"] == 256 + E5_DIMENSION for t in topics)
+    stored = _stored(neo4j, tenant)
+
+    write_memories(neo4j, tenant, second)
+    again = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+    assert again.success
+    assert materialization_metadata(again, "reorg_candidates")["e5_vectors_stored"] == len(second)
+    after = _stored(neo4j, tenant)
+    assert all(np.array_equal(after[text][1], stored[text][1]) for text in first), "never embedded twice"
+    assert materialization_metadata(again, "memory_clusters")["placed"] > 0
+    assert all(t["space"] == COMBINED_SPACE for t in _topics(neo4j, tenant))
+    assert all(e.passed for e in again.get_asset_check_evaluations())

@@ -14,10 +14,10 @@ from mem_assets.reorg.hierarchy import (
     load_candidates,
     tidy_topics,
 )
-from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
+from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
-from mem_assets.reorg.vectors import TopicVectorsResource
+from mem_assets.reorg.vectors import COMBINED_SPACE, E5_SPACE, MAIN_SPACE, TopicVectorsResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, count_table, preview_table
@@ -34,7 +34,8 @@ class CandidatesConfig(dg.Config):
         description="A memory type is reorganized once it has this many new orphans (seed: 20).")
     e5_max_per_run: int = Field(
         default=1000, ge=0,
-        description="Most memories embedded with multilingual-e5 per run (~13-17 ms each, so ~15 s; each "
+        description="Most memories embedded with multilingual-e5 (e5 or combined space) per run (~13-17 ms "
+                    "each, so ~15 s; each "
                     "is embedded once, its vector kept on its node); the others are deferred to the next "
                     "run. Raise it for a backfill of a large Chinese backlog.")
     rebuild: bool = Field(
@@ -47,6 +48,12 @@ def _in_e5_space(param: str, **bounds: float) -> Any:
     """A run-config field for ``PlacementParams.<param>`` in the multilingual-e5 space (``E5_PARAMS``)."""
     return Field(default=getattr(E5_PARAMS, param), description=f"{param} for languages in the e5 space.",
                  **bounds)
+
+
+def _in_combined_space(param: str, **bounds: float) -> Any:
+    """A run-config field for ``PlacementParams.<param>`` in the combined space (``COMBINED_PARAMS``)."""
+    return Field(default=getattr(COMBINED_PARAMS, param),
+                 description=f"{param} for languages in the combined space.", **bounds)
 
 
 class PlacementConfig(dg.Config):
@@ -83,12 +90,23 @@ class PlacementConfig(dg.Config):
     e5_min_cluster_size: int = _in_e5_space("min_cluster_size", ge=2)
     e5_theme_similarity: float = _in_e5_space("theme_similarity", ge=-1, le=1)
     e5_min_theme_size: int = _in_e5_space("min_theme_size", ge=1)
+    combined_place_similarity: float = _in_combined_space("place_similarity", ge=-1, le=1)
+    combined_place_margin: float = _in_combined_space("place_margin", ge=0)
+    combined_group_similarity: float = _in_combined_space("group_similarity", ge=-1, le=1)
+    combined_merge_similarity: float = _in_combined_space("merge_similarity", ge=-1, le=1)
+    combined_attach_similarity: float = _in_combined_space("attach_similarity", ge=-1, le=1)
+    combined_attach_margin: float = _in_combined_space("attach_margin", ge=0)
+    combined_min_cluster_size: int = _in_combined_space("min_cluster_size", ge=2)
+    combined_theme_similarity: float = _in_combined_space("theme_similarity", ge=-1, le=1)
+    combined_min_theme_size: int = _in_combined_space("min_theme_size", ge=1)
     seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
 
     @model_validator(mode="after")
     def _sizes_in_order(self) -> "PlacementConfig":
-        if max(self.min_cluster_size, self.e5_min_cluster_size) > self.max_cluster_size:
-            raise ValueError("min_cluster_size and e5_min_cluster_size must not exceed max_cluster_size")
+        if max(self.min_cluster_size, self.e5_min_cluster_size, self.combined_min_cluster_size) \
+                > self.max_cluster_size:
+            raise ValueError("min_cluster_size, e5_min_cluster_size and combined_min_cluster_size must not "
+                             "exceed max_cluster_size")
         return self
 
     def params(self) -> PlacementParams:
@@ -102,8 +120,19 @@ class PlacementConfig(dg.Config):
 
     def e5_params(self) -> PlacementParams:
         """``params`` with each ``e5_<name>`` setting in place of ``<name>``."""
-        return replace(self.params(), **{name.removeprefix("e5_"): getattr(self, name)
-                                         for name in type(self).model_fields if name.startswith("e5_")})
+        return self._prefixed("e5_")
+
+    def combined_params(self) -> PlacementParams:
+        """``params`` with each ``combined_<name>`` setting in place of ``<name>``."""
+        return self._prefixed("combined_")
+
+    def _prefixed(self, prefix: str) -> PlacementParams:
+        return replace(self.params(), **{name.removeprefix(prefix): getattr(self, name)
+                                         for name in type(self).model_fields if name.startswith(prefix)})
+
+    def space_params(self) -> dict[str, PlacementParams]:
+        """The thresholds of each topic space (``reorg.vectors``)."""
+        return {MAIN_SPACE: self.params(), E5_SPACE: self.e5_params(), COMBINED_SPACE: self.combined_params()}
 
 
 class SummaryConfig(dg.Config):
@@ -159,8 +188,8 @@ def memory_clusters(context: dg.AssetExecutionContext, config: PlacementConfig, 
     topics or left unplaced with a reason (a rebuild plans from scratch and retires the old tree)."""
     rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
     salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
-    frame = plan_table(neo4j, embedder, topic_vectors, tenant_of(context), reorg_candidates, config.params(),
-                       config.e5_params(), rebuild, salt)
+    frame = plan_table(neo4j, embedder, topic_vectors, tenant_of(context), reorg_candidates,
+                       config.space_params(), rebuild, salt)
     topics = frame[frame["kind"] == TOPIC]
     aside = frame[frame["kind"] == SET_ASIDE]
     placed = sum(len(set(children) & set(reorg_candidates["id"]))

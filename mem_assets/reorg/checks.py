@@ -7,12 +7,11 @@ from mem_assets.reorg import queries
 from mem_assets.reorg.assets import summary_parents
 from mem_assets.reorg.cycle import topic_language
 from mem_assets.reorg.placement import (
-    E5_PARAMS,
     PlacementParams,
     Topic,
     near_duplicate_roots,
 )
-from mem_assets.reorg.vectors import E5_SPACE, MAIN_SPACE, centroid_in_space
+from mem_assets.reorg.vectors import MAIN_SPACE, SHIPPED_PARAMS, centroid_in_space
 from mem_resources.checks import checks_step
 from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import offenders_result
@@ -62,7 +61,7 @@ def no_near_duplicate_topics(session: Session, tenant: str,
                     and t.parent is None and centroid is not None:
                 roots.append(Topic(id=t.id, level=t.level, language=lang, children=t.children,
                                    vector_sum=centroid * (t.member_count or 1), member_count=t.member_count or 1))
-        threshold = (E5_PARAMS if space == E5_SPACE else DEFAULT_PLACEMENT).merge_similarity
+        threshold = SHIPPED_PARAMS.get(space, DEFAULT_PLACEMENT).merge_similarity
         offenders.extend({"first": a.id, "second": b.id, "similarity": round(sim, 3)}
                          for sim, a, b in near_duplicate_roots(roots, threshold))
     return offenders_result(offenders, "pairs of top-level topics are near-duplicates")

@@ -8,7 +8,7 @@ exactly that table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,10 +24,13 @@ from mem_assets.reorg.placement import (
 )
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import (
+    COMBINED_SPACE,
     E5_SPACE,
     MAIN_SPACE,
+    NEEDS_E5,
     TopicVectorsResource,
     centroid_in_space,
+    combine,
     space_dimension,
 )
 from mem_resources.embedder import EmbedderResource
@@ -63,8 +66,8 @@ def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors
 
 class MemberStore:
     """Member texts and vectors of one topic space read from the graph on demand (splits,
-    summaries), cached. A member without a usable vector is embedded from its text; in the e5
-    space that vector is kept on its node (``reorg.vectors``), so it is made once."""
+    summaries), cached. A member without a usable vector is embedded from its text; an e5 vector
+    (e5 and combined spaces) is kept on its node (``reorg.vectors``), so it is made once."""
 
     def __init__(self, neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
                  space: str = MAIN_SPACE, vectors: TopicVectorsResource | None = None) -> None:
@@ -85,18 +88,24 @@ class MemberStore:
         missing = [i for i in ids if i not in self.vectors]
         if not missing:
             return
+        main, e5 = self.space != E5_SPACE, self.space in NEEDS_E5
         with self.neo4j.session() as session:
-            found = session.execute_read(queries.read_members, self.tenant, missing, self.dimension,
-                                         self.space == E5_SPACE)
-        unembedded = [i for i, (_, vector) in found.items() if vector is None]
-        texts = [found[i][0] for i in unembedded]
-        made = self.topic_vectors.embed(self.space, texts, self.embedder)
-        fresh = dict(zip(unembedded, made, strict=True))
-        if self.space == E5_SPACE:
-            store_vectors(self.neo4j, self.tenant, unembedded, made, texts)
-        for i, (text, vector) in found.items():
-            self.texts[i] = text
-            self.vectors[i] = vector if vector is not None else fresh[i]
+            found = session.execute_read(queries.read_members, self.tenant, missing, self.embedder.dimension,
+                                         main, e5)
+        parts = {space: {i: member.embedding if space == MAIN_SPACE else member.reorg_vector
+                         for i, member in found.items()}
+                 for space, wanted in ((MAIN_SPACE, main), (E5_SPACE, e5)) if wanted}
+        for space, vectors in parts.items():
+            unembedded = [i for i, vector in vectors.items() if vector is None]
+            texts = [found[i].memory for i in unembedded]
+            made = self.topic_vectors.embed(space, texts, self.embedder)
+            vectors.update(zip(unembedded, made, strict=True))
+            if space == E5_SPACE:
+                store_vectors(self.neo4j, self.tenant, unembedded, made, texts)
+        for i, member in found.items():
+            self.texts[i] = member.memory
+            self.vectors[i] = (combine(parts[MAIN_SPACE][i][None], parts[E5_SPACE][i][None])[0]
+                               if self.space == COMBINED_SPACE else parts[self.space][i])
 
     def load_texts(self, ids: Sequence[str]) -> None:
         """Texts only (summaries need no vectors)."""
@@ -140,10 +149,11 @@ def load_forest(stored: Sequence[queries.StoredTopic], store: MemberStore) -> di
 
 
 def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
-                     tenant: str, memory_type: str, candidates: pd.DataFrame, params: PlacementParams,
-                     e5_params: PlacementParams, rebuild: bool, salt: str = "") -> list[dict[str, Any]]:
+                     tenant: str, memory_type: str, candidates: pd.DataFrame,
+                     params: Mapping[str, PlacementParams], rebuild: bool, salt: str = "") -> list[dict[str, Any]]:
     """Plan one memory type, one language at a time (languages never share a topic, and each has
-    its own space and thresholds): offer its candidates to its topics (or, on rebuild, start over)."""
+    its own space and thresholds, ``params`` by space): offer its candidates to its topics (or, on
+    rebuild, start over)."""
     with neo4j.session() as session:
         stored = session.execute_read(queries.read_forest, tenant, [memory_type])
     langs = [language(text) for text in candidates["memory"]]
@@ -153,7 +163,7 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
         space = vectors.space(lang)
         rows.extend(_plan_language(
             neo4j, embedder, vectors, tenant, memory_type, lang, space, of_lang,
-            [t for t in stored if topic_language(t) == lang], e5_params if space == E5_SPACE else params,
+            [t for t in stored if topic_language(t) == lang], params[space],
             rebuild, salt))
     return rows
 
@@ -199,9 +209,9 @@ def _plan_language(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: To
 
 
 def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource, tenant: str,
-               candidates: pd.DataFrame, params: PlacementParams, e5_params: PlacementParams,
+               candidates: pd.DataFrame, params: Mapping[str, PlacementParams],
                rebuild: bool, salt: str = "") -> pd.DataFrame:
     rows = [row for memory_type, of_type in candidates.groupby("memory_type", sort=True)
             for row in plan_memory_type(neo4j, embedder, vectors, tenant, str(memory_type),
-                                        of_type.reset_index(drop=True), params, e5_params, rebuild, salt)]
+                                        of_type.reset_index(drop=True), params, rebuild, salt)]
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)

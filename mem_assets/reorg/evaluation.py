@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.placement import (
+    COMBINED_PARAMS,
     E5_PARAMS,
     PlacementParams,
     Topic,
@@ -38,7 +39,7 @@ from mem_assets.reorg.placement import (
     plan_cycle,
 )
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import DEFAULT_E5_LANGUAGES
+from mem_assets.reorg.vectors import DEFAULT_COMBINED_LANGUAGES, DEFAULT_E5_LANGUAGES, combine
 from mem_resources.embedder import EmbedderResource, e5_query_embed
 
 
@@ -128,21 +129,30 @@ class _Forest:
 
 def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, params: PlacementParams,
                     e5_languages: Sequence[str] = DEFAULT_E5_LANGUAGES, e5_params: PlacementParams = E5_PARAMS,
-                    e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed) -> TopicReport:
+                    e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed,
+                    combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
+                    combined_params: PlacementParams = COMBINED_PARAMS) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
-    embedder's space with ``params``, or for ``e5_languages`` in the multilingual-e5 space (``e5``)
-    with ``e5_params``."""
+    embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space (``e5``)
+    with ``e5_params``, for ``combined_languages`` in the combined space with ``combined_params``."""
+    if set(e5_languages) & set(combined_languages):
+        raise ValueError("a language is in one topic space: e5 or combined, not both")
     ids = [f"m{i}" for i in range(len(items))]
     langs = languages(item.text for item in items)
     texts = [item.text for item in items]
     vectors: dict[str, np.ndarray] = {}
     for lang in sorted(set(langs.tolist())):
-        rows = np.flatnonzero(langs == lang)
-        embed = e5 if lang in e5_languages else embedder.embed
-        vectors[lang] = np.asarray(embed([texts[r] for r in rows]), dtype=np.float32)
+        of_lang = [texts[r] for r in np.flatnonzero(langs == lang)]
+        if lang in combined_languages:
+            vectors[lang] = combine(embedder.embed(of_lang), e5(of_lang))
+        else:
+            embed = e5 if lang in e5_languages else embedder.embed
+            vectors[lang] = np.asarray(embed(of_lang), dtype=np.float32)
     position = {ids[r]: k for lang in vectors for k, r in enumerate(np.flatnonzero(langs == lang))}
 
     def params_of(lang: str) -> PlacementParams:
+        if lang in combined_languages:
+            return combined_params
         return e5_params if lang in e5_languages else params
 
     def lookup(lang: str) -> Callable[[Sequence[str]], np.ndarray]:

@@ -28,7 +28,14 @@ from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, MemberStore, store_
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
 from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.topic_space import language as language_code
-from mem_assets.reorg.vectors import E5_SPACE, MAIN_SPACE, TopicVectorsResource
+from mem_assets.reorg.vectors import (
+    COMBINED_SPACE,
+    E5_SPACE,
+    MAIN_SPACE,
+    NEEDS_E5,
+    TopicVectorsResource,
+    combine,
+)
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
@@ -71,10 +78,11 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
 
     Orphans of types not due are marked ``awaiting_batch`` (a recorded reason, not a placement).
     Each candidate's ``embedding`` column holds its vector in its language's topic space
-    (``reorg.vectors``): a memory of an e5 language without a stored e5 vector is embedded here
-    once and the vector kept on its node — at most ``e5_max`` per run (by memory type and id): the
-    others are marked deferred, which the next run plans first; a memory without an embedding of
-    the embedder's dimension is embedded for planning only (the graph keeps its embedding as it is).
+    (``reorg.vectors``): a memory of an e5 or combined-space language without a stored e5 vector
+    is embedded here once and the vector kept on its node — at most ``e5_max`` per run (by memory
+    type and id): the others are marked deferred, which the next run plans first; a memory without
+    an embedding of the embedder's dimension is embedded for planning only (the graph keeps its
+    embedding as it is).
     """
     with neo4j.session() as session:
         counts = session.execute_read(queries.orphan_counts, tenant)
@@ -89,23 +97,27 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
         waiting = session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH)
     spaces = [vectors.space(language_code(orphan.memory)) for orphan in rows]
     unvectored = sorted((rows[row].memory_type, rows[row].id) for row, space in enumerate(spaces)
-                        if space == E5_SPACE and rows[row].reorg_vector is None)
+                        if space in NEEDS_E5 and rows[row].reorg_vector is None)
     later = {mid for _, mid in unvectored[e5_max:]} if e5_max is not None else set()
     if later:
         kept = [row for row, orphan in enumerate(rows) if orphan.id not in later]
         rows, spaces = [rows[row] for row in kept], [spaces[row] for row in kept]
         with neo4j.session() as session:
             session.execute_write(queries.mark_deferred, tenant, sorted(later))
-    chosen = [orphan.reorg_vector if space == E5_SPACE else orphan.embedding
-              for orphan, space in zip(rows, spaces, strict=True)]
-    missing = {space: [row for row, vector in enumerate(chosen) if vector is None and spaces[row] == space]
-               for space in (MAIN_SPACE, E5_SPACE)}
-    for space, at in missing.items():
-        for row, vector in zip(at, vectors.embed(space, [rows[row].memory for row in at], embedder), strict=True):
-            chosen[row] = vector
+    pairs = list(zip(rows, spaces, strict=True))
+    parts = {MAIN_SPACE: [orphan.embedding if space != E5_SPACE else None for orphan, space in pairs],
+             E5_SPACE: [orphan.reorg_vector if space in NEEDS_E5 else None for orphan, space in pairs]}
+    wanted = {MAIN_SPACE: {MAIN_SPACE, COMBINED_SPACE}, E5_SPACE: NEEDS_E5}
+    missing = {part: [row for row, vector in enumerate(vectors_of) if vector is None and spaces[row] in wanted[part]]
+               for part, vectors_of in parts.items()}
+    for part, at in missing.items():
+        for row, vector in zip(at, vectors.embed(part, [rows[row].memory for row in at], embedder), strict=True):
+            parts[part][row] = vector
     stored = store_vectors(neo4j, tenant, [rows[row].id for row in missing[E5_SPACE]],
-                           [chosen[row] for row in missing[E5_SPACE]],
+                           [parts[E5_SPACE][row] for row in missing[E5_SPACE]],
                            [rows[row].memory for row in missing[E5_SPACE]])
+    chosen = [combine(parts[MAIN_SPACE][row][None], parts[E5_SPACE][row][None])[0] if space == COMBINED_SPACE
+              else parts[space][row] for row, space in enumerate(spaces)]
     frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
                           "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
                          columns=CANDIDATE_COLUMNS[:-1])

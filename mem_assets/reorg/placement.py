@@ -70,6 +70,10 @@ class PlacementParams:
 #: Thresholds in the multilingual-e5-small ``query:`` space (``reorg.vectors``; Chinese by default).
 E5_PARAMS = PlacementParams(place_similarity=0.25, place_margin=0.03, group_similarity=0.15,
                             merge_similarity=0.35, attach_similarity=0.10, attach_margin=0.05)
+#: Thresholds in the combined (embedder + e5) space, with themed groups: the rule of
+#: bench/combined_space_rule.md on the tuning parts (docs/reorg.md, "Combined English space").
+COMBINED_PARAMS = PlacementParams(place_similarity=0.25, group_similarity=0.20, min_cluster_size=2,
+                                  theme_similarity=0.08, min_theme_size=4)
 
 
 @dataclass

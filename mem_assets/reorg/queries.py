@@ -249,27 +249,37 @@ def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]
     return topics
 
 
+@dataclass(frozen=True)
+class Member:
+    """A topic member's text and the vectors asked for (None if not asked, absent or stale)."""
+
+    memory: str
+    embedding: np.ndarray | None
+    reorg_vector: np.ndarray | None
+
+
 def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimension: int,
-                 e5: bool = False) -> dict[str, tuple[str, np.ndarray | None]]:
-    """Text and vector (None if absent, stale or of another dimension) of the given memories:
-    their ``embedding``, or with ``e5`` their stored e5 vector."""
+                 main: bool = True, e5: bool = False) -> dict[str, Member]:
+    """Text and vectors of the given memories: with ``main`` their ``embedding`` (None if of
+    another ``dimension``), with ``e5`` their stored e5 vector (None unless made from their text)."""
     result = tx.run(
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
         RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory,
-               CASE WHEN $e5 THEN null ELSE m.embedding END AS embedding,
+               CASE WHEN $main THEN m.embedding END AS embedding,
                CASE WHEN $e5 THEN m.reorg_vector END AS reorg_vector,
                CASE WHEN $e5 THEN m.reorg_vector_key END AS reorg_vector_key
         """,
-        tenant=tenant, ids=list(ids), e5=e5,
+        tenant=tenant, ids=list(ids), main=main, e5=e5,
     )
     members = {}
     for record in result:
-        vector = _stored_vector(record) if e5 else record["embedding"]
-        members[record["id"]] = (record["memory"],
-                                 np.asarray(vector, dtype=np.float32)
-                                 if vector is not None and len(vector) == dimension else None)
+        embedding = record["embedding"]
+        members[record["id"]] = Member(
+            record["memory"],
+            np.asarray(embedding, dtype=np.float32) if embedding is not None and len(embedding) == dimension else None,
+            _stored_vector(record) if e5 else None)
     return members
 
 

@@ -6,9 +6,14 @@ Chinese, so by default Chinese topics use multilingual-e5-small ``query:`` vecto
 text, so each memory is embedded once and the vector kept on its node (``reorg_vector``, with
 ``reorg_vector_key`` naming the model and a digest of the text it was made from: a vector whose key
 does not match — a merge rewrote the text, the model changed — is made again); later cycles read
-it back. English stays in the configured embedder's space (``embedding``), which costs nothing
-extra. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one of
-another space is recomputed from its members' vectors, never compared across spaces.
+it back. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one
+of another space is recomputed from its members' vectors, never compared across spaces.
+
+English topics by default use the combined space (``MEMTEND_TOPIC_COMBINED_LANGUAGES``): a
+memory's normalised ``embedding`` joined with its kept e5 vector, weighted so that a cosine there
+is ``(1 - w)`` times the embedder's cosine plus ``w`` times e5's. It separates English themes
+better than either alone (docs/reorg.md, "Combined English space"); its e5 half is the same kept
+``reorg_vector``, so a memory is still embedded with e5 at most once.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Sequence
 import dagster as dg
 import numpy as np
 
+from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.topic_space import normalize
 from mem_resources.embedder import (
     E5_QUERY_SPACE,
     EmbedderResource,
@@ -30,22 +37,46 @@ E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
-#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``); docs/reorg.md says when
-#: ``zh,en`` is the better choice.
+#: e5's share of a cosine in the combined space (chosen on the tuning parts: docs/reorg.md).
+COMBINED_WEIGHT = 0.8
+#: The stored-centroid tag of the combined space: a change of weight or model recomputes centroids.
+COMBINED_SPACE = f"{MAIN_SPACE}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
+#: Spaces whose vectors need a kept e5 vector.
+NEEDS_E5 = frozenset({E5_SPACE, COMBINED_SPACE})
+#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``).
 DEFAULT_E5_LANGUAGES = ("zh",)
+#: Placed in the combined space by default (``MEMTEND_TOPIC_COMBINED_LANGUAGES``).
+DEFAULT_COMBINED_LANGUAGES = ("en",)
+#: Each space's shipped thresholds (run config ``memory_clusters`` overrides them per space).
+SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS, COMBINED_SPACE: COMBINED_PARAMS}
+
+
+def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -> np.ndarray:
+    """Combined-space vectors from the embedder's and e5's (row by row; each half normalised)."""
+    return np.hstack([np.sqrt(1 - weight) * normalize(np.asarray(main, dtype=np.float64)),
+                      np.sqrt(weight) * normalize(np.asarray(e5, dtype=np.float64))]).astype(np.float32)
 
 
 class TopicVectorsResource(dg.ConfigurableResource):
-    """Per language, the space its topics live in (``MEMTEND_TOPIC_E5_LANGUAGES``, default zh)."""
+    """Per language, the space its topics live in: e5 for ``MEMTEND_TOPIC_E5_LANGUAGES`` (default
+    zh), combined for ``MEMTEND_TOPIC_COMBINED_LANGUAGES``, else the embedder's."""
 
-    e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)  # noqa: RUF012 - pydantic copies field defaults
+    #: pydantic copies field defaults, so the lists are not shared.
+    e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)  # noqa: RUF012
+    combined_languages: list[str] = list(DEFAULT_COMBINED_LANGUAGES)  # noqa: RUF012
 
     def space(self, language: str) -> str:
+        if language in self.combined_languages:
+            return COMBINED_SPACE
         return E5_SPACE if language in self.e5_languages else MAIN_SPACE
 
     def embed(self, space: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
-        """Vectors of ``texts`` in ``space``."""
-        return e5_query_embed(list(texts)) if space == E5_SPACE else embedder.embed(list(texts))
+        """Vectors of ``texts`` in ``space`` (made afresh: no kept vector is read)."""
+        if space == E5_SPACE:
+            return e5_query_embed(list(texts))
+        if space == COMBINED_SPACE:
+            return combine(embedder.embed(list(texts)), e5_query_embed(list(texts)))
+        return embedder.embed(list(texts))
 
 
 def vector_key(text: str) -> str:
@@ -54,6 +85,8 @@ def vector_key(text: str) -> str:
 
 
 def space_dimension(space: str, main_dimension: int) -> int:
+    if space == COMBINED_SPACE:
+        return main_dimension + E5_DIMENSION
     return E5_DIMENSION if space == E5_SPACE else main_dimension
 
 

@@ -37,7 +37,7 @@ def items(tenants: tuple[str, str]) -> list[EvalItem]:
             for k, text in enumerate(texts)]
 
 
-#: In WordLlama space (e5_languages=()), low enough that a user's ten memories make topics at all.
+#: In WordLlama space (no e5, no combined language), low enough that a user's ten memories make topics at all.
 PARAMS = PlacementParams(group_similarity=0.05, place_similarity=0.10, min_cluster_size=2)
 
 
@@ -47,7 +47,7 @@ def embedder():
 
 
 def test_two_tenants_never_share_a_topic(embedder):
-    report = evaluate_topics(items(("ann", "bob")), embedder, PARAMS, e5_languages=())
+    report = evaluate_topics(items(("ann", "bob")), embedder, PARAMS, e5_languages=(), combined_languages=())
     assert report.tenants == 2
     assert report.placed > 0.5
     assert report.purity == 1.0
@@ -56,7 +56,7 @@ def test_two_tenants_never_share_a_topic(embedder):
 
 def test_without_tenants_the_same_memories_would_share_topics(embedder):
     """The control: one tenant holding both users' memories mixes them, so the test above can fail."""
-    report = evaluate_topics(items(("one", "one")), embedder, PARAMS, e5_languages=())
+    report = evaluate_topics(items(("one", "one")), embedder, PARAMS, e5_languages=(), combined_languages=())
     assert report.tenants == 1
     assert report.placed > 0.5
     assert report.purity <= 0.5
@@ -71,7 +71,7 @@ def items_file(tmp_path):
 
 def _eval_cli(path, *options: str):
     return CliRunner().invoke(app, ["eval-topics", str(path), "--embedder", "wordllama",
-                                    "--e5-languages", "none", *options])
+                                    "--e5-languages", "none", "--combined-languages", "none", *options])
 
 
 def test_cli_scores_per_tenant_with_the_run_config_thresholds(items_file):

@@ -1,5 +1,5 @@
 """Per-language topic spaces: which vectors a language uses, stored centroids only reused in
-their own space, and English never sent to e5 by default (it would cost ~17 ms per memory)."""
+their own space, and e5 asked only for the languages of the e5 and combined spaces, once a text."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import (
+    COMBINED_SPACE,
+    COMBINED_WEIGHT,
     E5_DIMENSION,
     E5_SPACE,
     MAIN_SPACE,
     TopicVectorsResource,
     centroid_in_space,
+    combine,
 )
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.settings import Settings
@@ -27,13 +30,35 @@ from mem_resources.settings import Settings
 def test_languages_choose_their_space():
     vectors = TopicVectorsResource()
     assert vectors.space("zh") == E5_SPACE
-    assert vectors.space("en") == MAIN_SPACE
+    assert vectors.space("en") == COMBINED_SPACE
     assert TopicVectorsResource(e5_languages=[]).space("zh") == MAIN_SPACE
+    assert TopicVectorsResource(combined_languages=[]).space("en") == MAIN_SPACE
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("zh", ["zh"]), ("en, ZH", ["en", "zh"]), ("none", []), ("", [])])
 def test_the_setting_lists_languages(raw, expected):
-    assert Settings(topic_e5_languages=raw).e5_languages == expected
+    assert Settings(topic_e5_languages=raw, topic_combined_languages="none").e5_languages == expected
+    assert Settings(topic_e5_languages="none", topic_combined_languages=raw).combined_languages == expected
+
+
+def test_a_language_has_one_topic_space():
+    assert (Settings().e5_languages, Settings().combined_languages) == (["zh"], ["en"])
+    with pytest.raises(ValidationError, match="en: in both"):
+        Settings(topic_e5_languages="zh,en")
+
+
+def test_a_combined_cosine_is_the_weighted_cosines_of_its_halves():
+    rng = np.random.default_rng(1)
+    main, e5 = rng.normal(size=(2, 64)), rng.normal(size=(2, E5_DIMENSION))
+    both = combine(main, e5)
+    assert both.shape == (2, 64 + E5_DIMENSION)
+    assert np.allclose(np.linalg.norm(both, axis=1), 1.0, atol=1e-6)
+
+    def cosine(a: np.ndarray, b: np.ndarray) -> float:
+        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+    expected = (1 - COMBINED_WEIGHT) * cosine(*main) + COMBINED_WEIGHT * cosine(*e5)
+    assert float(both[0] @ both[1]) == pytest.approx(expected, abs=1e-5)
 
 
 def test_the_e5_space_takes_its_own_run_config():
@@ -42,6 +67,16 @@ def test_the_e5_space_takes_its_own_run_config():
     assert (config.params().group_similarity, config.params().min_cluster_size) == (0.15, 3)
     with pytest.raises(ValidationError):
         PlacementConfig(e5_min_cluster_size=30)
+
+
+def test_the_combined_space_takes_its_own_run_config():
+    config = PlacementConfig(combined_place_similarity=0.3)
+    spaces = config.space_params()
+    assert spaces[COMBINED_SPACE].place_similarity == 0.3
+    assert spaces[COMBINED_SPACE].theme_similarity == 0.08, "its shipped themed groups"
+    assert (spaces[MAIN_SPACE].place_similarity, spaces[E5_SPACE].place_similarity) == (0.30, 0.25)
+    with pytest.raises(ValidationError):
+        PlacementConfig(combined_min_cluster_size=30)
 
 
 def test_the_setting_refuses_unknown_languages():
@@ -56,6 +91,9 @@ def test_a_stored_centroid_is_used_only_in_its_own_space():
     assert centroid_in_space([0.1] * 256, None, MAIN_SPACE, 256) is not None, "written before spaces were named"
     assert centroid_in_space(e5, E5_SPACE, MAIN_SPACE, 384) is None, "same size, other space"
     assert centroid_in_space([0.1] * 255, MAIN_SPACE, MAIN_SPACE, 256) is None
+    assert centroid_in_space([0.1] * 256, MAIN_SPACE, COMBINED_SPACE, 256) is None, "an English topic of before"
+    assert centroid_in_space([0.1] * (256 + E5_DIMENSION), COMBINED_SPACE, COMBINED_SPACE, 256) is not None
+    assert centroid_in_space([0.1] * (256 + E5_DIMENSION), "embedding+other@0.5", COMBINED_SPACE, 256) is None
     assert centroid_in_space(None, None, MAIN_SPACE, 256) is None
 
 
@@ -83,7 +121,7 @@ def _fake_e5(seen: list[str]):
 def test_only_e5_languages_are_sent_to_e5_and_each_language_plans_in_its_own_space():
     seen: list[str] = []
     report = evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), ["zh"], E5_PARAMS,
-                             _fake_e5(seen))
+                             _fake_e5(seen), combined_languages=())
     assert sorted(seen) == sorted(item.text for item in _items() if language(item.text) == "zh"), \
         "each Chinese text embedded once, no English text"
     assert report.by_language["zh"].placed == 1.0
@@ -91,5 +129,10 @@ def test_only_e5_languages_are_sent_to_e5_and_each_language_plans_in_its_own_spa
     assert report.near_duplicate_pairs == 0
 
     none: list[str] = []
-    evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), [], E5_PARAMS, _fake_e5(none))
+    evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), [], E5_PARAMS, _fake_e5(none),
+                    combined_languages=())
     assert none == []
+
+    both: list[str] = []
+    evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), ["zh"], E5_PARAMS, _fake_e5(both))
+    assert sorted(both) == sorted(item.text for item in _items()), "English too, by default (combined space)"
