@@ -51,8 +51,9 @@ def test_merging_memories_moves_their_context_edges(neo4j, tenant):
             t=tenant)}
     merged = memory_id("0" * 32)
     with neo4j.session() as session:
-        session.execute_write(dedup.create_merged, tenant, merged, [ids[A], ids[B]], ids[B],
-                              {"memory": B, "data": B}, "duplicate", "same habit", T0 + timedelta(days=2))
+        session.execute_write(dedup.create_merged, tenant, [dedup.merge_row(
+            merged, [ids[A], ids[B]], ids[B], {"memory": B, "data": B}, "duplicate", "same habit")],
+            T0 + timedelta(days=2))
 
     claim_id = "claim:DRINKS|tea|user:xnne|tag:oolong"
     assert _edges(neo4j, tenant, merged) >= {
