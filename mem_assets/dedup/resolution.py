@@ -30,7 +30,7 @@ CONFLICT_ATTEMPTS = 3
 
 def apply_resolutions(tx: ManagedTransaction, tenant: str, resolutions: Sequence[MergePlan | SupersedePlan],
                       vectors: dict[str, list[float]], now: datetime) -> list[dict]:
-    """Apply node-disjoint resolutions in three round trips: lock and read all their nodes, then
+    """Apply node-disjoint resolutions in at most three round trips: lock and read all their nodes, then
     write the merges and the supersedes that pass their checks. A merge is skipped unless every
     source is activated, a supersede unless both nodes are. The nodes are locked before their
     status is read: a concurrent resolution of the same nodes waits, then finds them archived.
