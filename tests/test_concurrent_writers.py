@@ -108,11 +108,11 @@ def test_a_resolution_rechecks_status_under_a_lock(neo4j: Neo4jResource, tenant:
 
     with neo4j.session() as first_session:
         first = first_session.begin_transaction()
-        assert resolution.apply_supersede(first, tenant, plan, NOW)["status"] == "applied"
+        assert resolution.apply_resolutions(first, tenant, [plan], {}, NOW)[0]["status"] == "applied"
 
         def concurrent() -> None:
             with neo4j.session() as session:
-                results.append(session.execute_write(resolution.apply_supersede, tenant, plan, NOW))
+                results.extend(session.execute_write(resolution.apply_resolutions, tenant, [plan], {}, NOW))
 
         other = threading.Thread(target=concurrent)
         other.start()

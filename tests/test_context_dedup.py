@@ -51,8 +51,9 @@ def test_merging_memories_moves_their_context_edges(neo4j, tenant):
             t=tenant)}
     merged = memory_id("0" * 32)
     with neo4j.session() as session:
-        session.execute_write(dedup.create_merged, tenant, merged, [ids[A], ids[B]], ids[B],
-                              {"memory": B, "data": B}, "duplicate", "same habit", T0 + timedelta(days=2))
+        session.execute_write(dedup.create_merged, tenant, [dedup.merge_row(
+            merged, [ids[A], ids[B]], ids[B], {"memory": B, "data": B}, "duplicate", "same habit")],
+            T0 + timedelta(days=2))
 
     claim_id = "claim:DRINKS|tea|user:xnne|tag:oolong"
     assert _edges(neo4j, tenant, merged) >= {
@@ -68,3 +69,29 @@ def test_merging_memories_moves_their_context_edges(neo4j, tenant):
     assert ("FROM_CONV", "out", "conv:2026-03-02") in _edges(neo4j, tenant, merged)
     reference = schema_doc.load_document(schema_doc.REFERENCE_PATH)
     assert schema_doc.breaking(schema_doc.diff(reference, schema_doc.export_document(neo4j, tenant))) == []
+
+
+def test_merges_written_together_keep_an_edge_between_their_sources(neo4j, tenant):
+    """Merges of one chunk go in one query: an edge from a source of the first to a source of the
+    second ends between the two merged nodes, as if they had been written one after another."""
+    texts = [A, B, "[User] walks the dog.", "[User] walks the dog every morning."]
+    _write(neo4j, tenant, [{"memory": text, "created_at": (T0 + timedelta(hours=i)).isoformat()}
+                           for i, text in enumerate(texts)])
+    with neo4j.session() as session:
+        ids = {r["data"]: r["id"] for r in session.run(
+            "MATCH (m:MemoryItem {user_name: $t, memory_type: 'LongTermMemory'}) RETURN m.data AS data, m.id AS id",
+            t=tenant)}
+        session.run("MATCH (a:MemoryItem {user_name: $t, id: $a}), (c:MemoryItem {user_name: $t, id: $c}) "
+                    "CREATE (a)-[:RELATED_TO {why: 'test'}]->(c)", t=tenant, a=ids[A], c=ids[texts[2]]).consume()
+    first, second = memory_id("1" * 32), memory_id("2" * 32)
+    with neo4j.session() as session:
+        counts = session.execute_write(dedup.create_merged, tenant, [
+            dedup.merge_row(first, [ids[A], ids[B]], ids[B], {"memory": B, "data": B}, "duplicate", "same"),
+            dedup.merge_row(second, [ids[texts[2]], ids[texts[3]]], ids[texts[3]],
+                            {"memory": texts[3], "data": texts[3]}, "duplicate", "same"),
+        ], T0 + timedelta(days=1))
+
+    assert {key: value["archived"] for key, value in counts.items()} == {first: 2, second: 2}
+    assert ("RELATED_TO", "out", second) in _edges(neo4j, tenant, first)
+    for source in ids.values():
+        assert {edge[0] for edge in _edges(neo4j, tenant, source)} == {"MERGED_TO"}

@@ -160,10 +160,11 @@ def test_a_merge_afterwards_leaves_no_parent_edge_to_an_archived_memory(neo4j, g
     now = utc_now()
     with neo4j.session() as session:
         props = session.execute_read(dedup_queries.read_nodes, tenant, [a1])[a1]
-        session.execute_write(dedup_queries.create_merged, tenant, "mem:merged-a", [a1, a2], a1,
-                              {"memory": props["memory"] + " (merged)", "status": "activated"},
-                              "duplicate", "test merge", now)
-        session.execute_write(dedup_queries.supersede, tenant, b1, b2, {}, "test supersede", now)
+        session.execute_write(dedup_queries.create_merged, tenant, [dedup_queries.merge_row(
+            "mem:merged-a", [a1, a2], a1, {"memory": props["memory"] + " (merged)", "status": "activated"},
+            "duplicate", "test merge")], now)
+        session.execute_write(dedup_queries.supersede, tenant,
+                              [dedup_queries.supersede_row(b1, b2, {}, "test supersede")], now)
         assert session.execute_read(queries.topics_with_archived_members, tenant) == []
         edited = session.run("MATCH (b:MemoryItem {user_name: $tenant, id: $b3}) RETURN properties(b) AS p",
                              tenant=tenant, b3=b3).single()["p"] | {"id": "mem:foreign-edit"}

@@ -67,29 +67,35 @@ def _pairs_frame(rows: list[tuple[str, str, str, float, bool]]) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def largest_per_row(scores: np.ndarray, k: int, block: int = 128) -> tuple[np.ndarray, np.ndarray]:
-    """Column indices and values of each row's k largest scores (unordered).
+def largest_per_row(scores: np.ndarray, k: int, decimals: int = SCORE_DECIMALS,
+                    block: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices and values of each row's k largest scores rounded to ``decimals`` (unordered),
+    as if every score had been rounded first.
 
     A full argpartition over 100k columns costs more than the matrix product itself, so rows are
     cut into blocks: the k largest values lie in the k blocks with the largest maxima (a block
     holding one of them can be beaten only by blocks holding larger values, of which there are
-    fewer than k), and only those k x block columns are partitioned exactly.
+    fewer than k), and only those k x block columns are partitioned exactly. Rounding is monotone,
+    so a block's rounded maximum is the maximum of its rounded scores: only the maxima and the
+    chosen blocks are rounded (rounding every score cost more than finding the maxima).
     """
     rows, n = scores.shape
-    if k >= n:
-        columns = np.tile(np.arange(n), (rows, 1))
-        return columns, scores
     if n <= 4 * k * block:
+        scores = scores.round(decimals)
+        if k >= n:
+            return np.tile(np.arange(n), (rows, 1)), scores
         columns = np.argpartition(scores, n - k, axis=1)[:, n - k:]
         return columns, np.take_along_axis(scores, columns, axis=1)
     whole = n // block
     maxima = scores[:, :whole * block].reshape(rows, whole, block).max(axis=2)
     if whole * block < n:
         maxima = np.hstack([maxima, scores[:, whole * block:].max(axis=1, keepdims=True)])
+    maxima = maxima.round(decimals)
     best_blocks = np.argpartition(maxima, maxima.shape[1] - k, axis=1)[:, -k:]
     columns = (best_blocks[:, :, None] * block + np.arange(block)).reshape(rows, -1)
     valid = columns < n
-    values = np.where(valid, np.take_along_axis(scores, np.minimum(columns, n - 1), axis=1), -np.inf)
+    taken = np.take_along_axis(scores, np.minimum(columns, n - 1), axis=1).round(decimals)
+    values = np.where(valid, taken, -np.inf)
     chosen = np.argpartition(values, values.shape[1] - k, axis=1)[:, -k:]
     return np.take_along_axis(columns, chosen, axis=1), np.take_along_axis(values, chosen, axis=1)
 
@@ -132,7 +138,6 @@ def find_candidates(new: NodeVectors, active: NodeVectors, threshold: float, top
         for start in range(0, len(queries), chunk_rows):
             batch = queries[start:start + chunk_rows]
             scores = new_vectors[batch] @ pool_vectors.T
-            scores.round(SCORE_DECIMALS, out=scores)
             for row, query in enumerate(batch):
                 if (own := position.get(new.ids[query])) is not None:
                     scores[row, own] = -np.inf

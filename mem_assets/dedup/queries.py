@@ -271,10 +271,10 @@ def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
 #: client time. ``$now`` is an ISO string in the resolution queries for the same reason.
 _DATES = ("created_at", "updated_at", "dedup_checked_at")
 
-#: Archive the activated WorkingMemory twins of the nodes ``$ids`` (bound by working_binding);
+#: Archive the activated WorkingMemory twins of the nodes ``row.ids`` (bound by working_binding);
 #: ``survivor`` is the variable of the node they archive into.
 _ARCHIVE_TWINS = """
-    UNWIND $ids AS id
+    UNWIND row.ids AS id
     MATCH (s:MemoryItem {{user_name: $tenant, id: id}}) USING INDEX s:MemoryItem(user_name, id)
     MATCH (w:MemoryItem {{user_name: $tenant, id: s.working_binding}}) USING INDEX w:MemoryItem(user_name, id)
     WHERE w.memory_type = $working AND coalesce(w.status, 'activated') = 'activated'
@@ -283,12 +283,12 @@ _ARCHIVE_TWINS = """
     RETURN count(w) AS twins
 """
 
-#: Move the topic (PARENT) edges of the nodes ``$ids`` onto ``survivor``, first those of
-#: ``$first``; an edge is dropped instead when the survivor already has a parent of that level.
+#: Move the topic (PARENT) edges of the nodes ``row.ids`` onto ``survivor``, first those of
+#: ``row.first``; an edge is dropped instead when the survivor already has a parent of that level.
 _MOVE_PARENTS = """
-    UNWIND $ids AS id
+    UNWIND row.ids AS id
     MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r:PARENT]-(p) USING INDEX s:MemoryItem(user_name, id)
-    WITH {survivor}, s, r, p ORDER BY CASE WHEN s.id = $first THEN 0 ELSE 1 END, s.id, p.id
+    WITH {survivor}, s, r, p ORDER BY CASE WHEN s.id = row.first THEN 0 ELSE 1 END, s.id, p.id
     CALL ({survivor}, r, p) {{
         WITH {survivor}, r, p
         WHERE NOT EXISTS {{
@@ -303,98 +303,124 @@ _MOVE_PARENTS = """
 """
 
 
-def create_merged(tx: ManagedTransaction, tenant: str, merged_id: str, sources: Sequence[str],
-                  template_id: str, props: dict[str, Any], update_type: str, reason: str,
-                  now: datetime) -> dict[str, int]:
-    """Create the merged node (copying the template source's extra properties), move every
-    non-lineage edge of the sources onto it, archive the sources and their working twins with
-    MERGED_TO edges.
+def merge_row(merged_id: str, sources: Sequence[str], template_id: str, props: dict[str, Any],
+              update_type: str, reason: str) -> dict[str, Any]:
+    """One merge for ``create_merged``: the merged node's id and properties, its sources and the
+    source whose extra properties it copies. Datetimes travel as ISO strings (``_DATES``)."""
+    return {
+        "merged": merged_id, "ids": list(sources), "template": template_id, "first": template_id,
+        "props": {key: value for key, value in props.items() if key not in _DATES},
+        "dates": {key: props[key].isoformat() if props.get(key) is not None else None for key in _DATES},
+        "update_type": update_type, "why": reason,
+    }
+
+
+def create_merged(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]],
+                  now: datetime) -> dict[str, dict[str, int]]:
+    """For each ``merge_row``, in order and in one round trip: create the merged node (copying
+    the template source's extra properties), move every non-lineage edge of the sources onto it,
+    archive the sources and their working twins with MERGED_TO edges. Counts by merged id.
 
     Topic edges (incoming PARENT) move too, the template's first; one whose level the merged
     node already has is dropped, so the merged node keeps one parent per level and no topic
-    keeps an archived member. Datetimes travel as ISO strings (``_DATES``)."""
-    plain = {key: value for key, value in props.items() if key not in _DATES}
-    dates = {key: props[key].isoformat() if props.get(key) is not None else None for key in _DATES}
-    record = tx.run(
+    keeps an archived member. Each row's subquery sees the writes of the rows before it."""
+    result = tx.run(
         f"""
-        MATCH (t:MemoryItem {{user_name: $tenant, id: $template}}) {by_id('t')}
-        CREATE (m:Node:MemoryItem)
-        SET m = t {{.*, id: $merged, dedup_checked_at: null, archived_reason: null, archived_at: null}}
-        SET m += $props
-        SET m.created_at = coalesce(datetime($dates.created_at), m.created_at),
-            m.updated_at = coalesce(datetime($dates.updated_at), m.updated_at),
-            m.dedup_checked_at = datetime($dates.dedup_checked_at)
-        WITH m
-        CALL (m) {{
-            UNWIND $ids AS id
-            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})-[r]->(o) {by_id('s')}
-            WHERE NOT type(r) IN $lineage AND o <> m
-              AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
-            MERGE (m)-[c:$(type(r))]->(o)
-            SET c += properties(r)
-            DELETE r
-            RETURN count(*) AS moved_out
+        UNWIND $rows AS row
+        CALL (row) {{
+            MATCH (t:MemoryItem {{user_name: $tenant, id: row.template}}) {by_id('t')}
+            CREATE (m:Node:MemoryItem)
+            SET m = t {{.*, id: row.merged, dedup_checked_at: null, archived_reason: null, archived_at: null}}
+            SET m += row.props
+            SET m.id = row.merged, m.user_name = $tenant,
+                m.created_at = coalesce(datetime(row.dates.created_at), m.created_at),
+                m.updated_at = coalesce(datetime(row.dates.updated_at), m.updated_at),
+                m.dedup_checked_at = datetime(row.dates.dedup_checked_at)
+            WITH m, row
+            CALL (m, row) {{
+                UNWIND row.ids AS id
+                MATCH (s:MemoryItem {{user_name: $tenant, id: id}})-[r]->(o) {by_id('s')}
+                WHERE NOT type(r) IN $lineage AND o <> m
+                  AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN row.ids)
+                MERGE (m)-[c:$(type(r))]->(o)
+                SET c += properties(r)
+                DELETE r
+                RETURN count(*) AS moved_out
+            }}
+            CALL (m, row) {{
+                UNWIND row.ids AS id
+                MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r]-(o) {by_id('s')}
+                WHERE NOT type(r) IN $lineage AND type(r) <> 'PARENT' AND o <> m
+                  AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN row.ids)
+                MERGE (o)-[c:$(type(r))]->(m)
+                SET c += properties(r)
+                DELETE r
+                RETURN count(*) AS moved_in
+            }}
+            CALL (m, row) {{
+                {_MOVE_PARENTS.format(survivor="m")}
+            }}
+            CALL (m, row) {{
+                {_ARCHIVE_TWINS.format(survivor="m")}
+            }}
+            CALL (m, row) {{
+                UNWIND row.ids AS id
+                MATCH (s:MemoryItem {{user_name: $tenant, id: id}}) {by_id('s')}
+                SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = datetime($now),
+                    s.evolve_to = [m.id]
+                CREATE (s)-[:MERGED_TO {{update_type: row.update_type, reason: row.why,
+                                         created_at: datetime($now)}}]->(m)
+                RETURN count(s) AS archived
+            }}
+            RETURN moved_out + moved_in + parents AS edges_moved, archived, twins
         }}
-        CALL (m) {{
-            UNWIND $ids AS id
-            MATCH (s:MemoryItem {{user_name: $tenant, id: id}})<-[r]-(o) {by_id('s')}
-            WHERE NOT type(r) IN $lineage AND type(r) <> 'PARENT' AND o <> m
-              AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN $ids)
-            MERGE (o)-[c:$(type(r))]->(m)
-            SET c += properties(r)
-            DELETE r
-            RETURN count(*) AS moved_in
-        }}
-        CALL (m) {{
-            {_MOVE_PARENTS.format(survivor="m")}
-        }}
-        CALL (m) {{
-            {_ARCHIVE_TWINS.format(survivor="m")}
-        }}
-        CALL (m) {{
-            UNWIND $ids AS id
-            MATCH (s:MemoryItem {{user_name: $tenant, id: id}}) {by_id('s')}
-            SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = datetime($now),
-                s.evolve_to = [m.id]
-            CREATE (s)-[:MERGED_TO {{update_type: $update_type, reason: $why, created_at: datetime($now)}}]->(m)
-            RETURN count(s) AS archived
-        }}
-        RETURN moved_out + moved_in + parents AS edges_moved, archived, twins
+        RETURN row.merged AS id, edges_moved, archived, twins
         """,
-        tenant=tenant, template=template_id, first=template_id, merged=merged_id, ids=list(sources),
-        props={**plain, "id": merged_id, "user_name": tenant}, dates=dates, lineage=list(LINEAGE_TYPES),
-        reason=MERGED_REASON, now=now.isoformat(), update_type=update_type, why=reason, working=WORKING,
-    ).single()
-    return {"edges_moved": record["edges_moved"], "archived": record["archived"],
-            "twins_archived": record["twins"]}
+        tenant=tenant, rows=Bulk(rows), lineage=list(LINEAGE_TYPES), reason=MERGED_REASON,
+        now=now.isoformat(), working=WORKING,
+    )
+    return {record["id"]: {"edges_moved": record["edges_moved"], "archived": record["archived"],
+                           "twins_archived": record["twins"]} for record in result}
 
 
-def supersede(tx: ManagedTransaction, tenant: str, older: str, newer: str,
-              newer_props: dict[str, Any], reason: str, now: datetime) -> dict[str, int]:
-    """Archive ``older`` and its working twin with a SUPERSEDED_BY edge to ``newer``, move its
-    topic edges to ``newer`` (dropped where ``newer`` has a parent of that level), update the
-    survivor. Its other edges stay: they are where the old fact came from."""
-    record = tx.run(
+def supersede_row(older: str, newer: str, newer_props: dict[str, Any], reason: str) -> dict[str, Any]:
+    """One supersede for ``supersede``: ``older`` archived behind ``newer``, which gets ``newer_props``."""
+    return {"older": older, "newer": newer, "ids": [older], "first": older, "props": newer_props,
+            "why": reason}
+
+
+def supersede(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]],
+              now: datetime) -> dict[str, dict[str, int]]:
+    """For each ``supersede_row``, in order and in one round trip: archive ``older`` and its
+    working twin with a SUPERSEDED_BY edge to ``newer``, move its topic edges to ``newer``
+    (dropped where ``newer`` has a parent of that level), update the survivor. Its other edges
+    stay: they are where the old fact came from. Counts by older id."""
+    result = tx.run(
         f"""
-        MATCH (o:MemoryItem {{user_name: $tenant, id: $older}}) {by_id('o')}
-        MATCH (n:MemoryItem {{user_name: $tenant, id: $newer}}) {by_id('n')}
-        SET o.status = 'archived', o.archived_reason = $reason, o.archived_at = datetime($now),
-            o.evolve_to = [$newer]
-        SET n += $props
-        CREATE (o)-[:SUPERSEDED_BY {{update_type: 'conflict', reason: $why, created_at: datetime($now)}}]->(n)
-        WITH n
-        CALL (n) {{
-            {_MOVE_PARENTS.format(survivor="n")}
+        UNWIND $rows AS row
+        CALL (row) {{
+            MATCH (o:MemoryItem {{user_name: $tenant, id: row.older}}) {by_id('o')}
+            MATCH (n:MemoryItem {{user_name: $tenant, id: row.newer}}) {by_id('n')}
+            SET o.status = 'archived', o.archived_reason = $reason, o.archived_at = datetime($now),
+                o.evolve_to = [row.newer]
+            SET n += row.props
+            CREATE (o)-[:SUPERSEDED_BY {{update_type: 'conflict', reason: row.why,
+                                         created_at: datetime($now)}}]->(n)
+            WITH n, row
+            CALL (n, row) {{
+                {_MOVE_PARENTS.format(survivor="n")}
+            }}
+            CALL (n, row) {{
+                {_ARCHIVE_TWINS.format(survivor="n")}
+            }}
+            RETURN parents, twins
         }}
-        CALL (n) {{
-            {_ARCHIVE_TWINS.format(survivor="n")}
-        }}
-        RETURN parents, twins
+        RETURN row.older AS id, parents, twins
         """,
-        tenant=tenant, older=older, newer=newer, props=newer_props, reason=SUPERSEDED_REASON,
-        why=reason, now=now.isoformat(), ids=[older], first=older, working=WORKING,
-    ).single()
-    return {"edges_moved": record["parents"], "twins_archived": record["twins"]}
+        tenant=tenant, rows=Bulk(rows), reason=SUPERSEDED_REASON, now=now.isoformat(), working=WORKING,
+    )
+    return {record["id"]: {"edges_moved": record["parents"], "twins_archived": record["twins"]}
+            for record in result}
 
 
 def duplicate_payload_hashes(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:

@@ -28,42 +28,63 @@ SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
 CONFLICT_ATTEMPTS = 3
 
 
-def apply_merge(tx: ManagedTransaction, tenant: str, plan: MergePlan, embedding: list[float],
-                now: datetime) -> dict:
-    """Create the merged node, move edges, archive sources; skip unless every source is active.
-    The sources are locked before their status is read: a concurrent resolution of the same
-    nodes waits, then finds them archived."""
-    found = queries.lock_and_read(tx, tenant, [*plan.sources, plan.merged_id])
+def apply_resolutions(tx: ManagedTransaction, tenant: str, resolutions: Sequence[MergePlan | SupersedePlan],
+                      vectors: dict[str, list[float]], now: datetime) -> list[dict]:
+    """Apply node-disjoint resolutions in at most three round trips: lock and read all their nodes, then
+    write the merges and the supersedes that pass their checks. A merge is skipped unless every
+    source is activated, a supersede unless both nodes are. The nodes are locked before their
+    status is read: a concurrent resolution of the same nodes waits, then finds them archived.
+    ``vectors``: the embedding of each merged node, by merged id. One outcome per resolution."""
+    found = queries.lock_and_read(tx, tenant, [n for r in resolutions for n in _nodes_of(r)])
+    outcomes: list[dict] = []
+    merges, supersedes = [], []
+    for resolution in resolutions:
+        if isinstance(resolution, MergePlan):
+            outcome, row = _merge(tenant, resolution, found, vectors[resolution.merged_id], now)
+            merges += [row] if row else []
+        else:
+            outcome, row = _supersede(tenant, resolution, found, now)
+            supersedes += [row] if row else []
+        outcomes.append(outcome)
+    merged = queries.create_merged(tx, tenant, merges, now) if merges else {}
+    superseded = queries.supersede(tx, tenant, supersedes, now) if supersedes else {}
+    for resolution, outcome in zip(resolutions, outcomes, strict=True):
+        if outcome["status"] == "applied":
+            outcome.update(merged[resolution.merged_id] if isinstance(resolution, MergePlan)
+                           else superseded[resolution.older])
+    return outcomes
+
+
+def _merge(tenant: str, plan: MergePlan, found: dict[str, dict], embedding: list[float],
+           now: datetime) -> tuple[dict, dict | None]:
+    """The merge's outcome and, when it applies, its ``queries.merge_row``."""
     if plan.merged_id in found:
-        return {"status": "already merged"}
+        return {"status": "already merged"}, None
     sources = [item_from_properties(tenant, found[s], now) for s in plan.sources if s in found]
     if len(sources) != len(plan.sources) or any(
             s.metadata.status != MemoryStatus.ACTIVATED for s in sources):
-        return {"status": "skipped: a source is gone or no longer activated"}
+        return {"status": "skipped: a source is gone or no longer activated"}, None
     item = merged_item(tenant, plan, sources, embedding)
     props = item.to_properties()
     if keeps_source_text(plan, sources):
         props["dedup_checked_at"] = now
     template = next((s.id for s in sources if s.metadata.payload_hash == item.metadata.payload_hash),
                     sources[0].id)
-    counts = queries.create_merged(tx, tenant, plan.merged_id, plan.sources, template, props,
-                                 plan.update_type.value, plan.reason, now)
-    return {"status": "applied", **counts}
+    return {"status": "applied"}, queries.merge_row(plan.merged_id, plan.sources, template, props,
+                                                    plan.update_type.value, plan.reason)
 
 
-def apply_supersede(tx: ManagedTransaction, tenant: str, plan: SupersedePlan, now: datetime) -> dict:
-    """Archive the older node (and its working twin) behind a SUPERSEDED_BY edge; the newer gains
-    its history and takes its topic edges. Both are locked before their status is read."""
-    found = queries.lock_and_read(tx, tenant, [plan.older, plan.newer])
-    if len(found) != 2:
-        return {"status": "skipped: a node is gone"}
+def _supersede(tenant: str, plan: SupersedePlan, found: dict[str, dict],
+               now: datetime) -> tuple[dict, dict | None]:
+    """The supersede's outcome and, when it applies, its ``queries.supersede_row``."""
+    if plan.older not in found or plan.newer not in found:
+        return {"status": "skipped: a node is gone"}, None
     older = item_from_properties(tenant, found[plan.older], now)
     newer = item_from_properties(tenant, found[plan.newer], now)
     if MemoryStatus.ACTIVATED != older.metadata.status or MemoryStatus.ACTIVATED != newer.metadata.status:
-        return {"status": "skipped: a node is no longer activated"}
-    counts = queries.supersede(tx, tenant, plan.older, plan.newer, superseded_survivor(older, newer),
-                               plan.reason, now)
-    return {"status": "applied", "archived": 1, **counts}
+        return {"status": "skipped: a node is no longer activated"}, None
+    return {"status": "applied", "archived": 1}, queries.supersede_row(
+        plan.older, plan.newer, superseded_survivor(older, newer), plan.reason)
 
 
 def rounds(resolutions: Sequence[MergePlan | SupersedePlan]) -> list[list[int]]:
@@ -88,6 +109,16 @@ def _nodes_of(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
     return resolution.older, resolution.newer
 
 
+def _sources_of(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
+    """The existing nodes a resolution needs activated."""
+    return resolution.sources if isinstance(resolution, MergePlan) else (resolution.older, resolution.newer)
+
+
+def _retires(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
+    """The nodes an applied resolution archives."""
+    return resolution.sources if isinstance(resolution, MergePlan) else (resolution.older,)
+
+
 def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[list[float]],
                texts: dict[str, str], now: datetime, workers: int = 4,
                per_transaction: int = 25, sink: Sink | None = None) -> list[dict]:
@@ -96,23 +127,15 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
     resolution cost more than the resolutions themselves. One row per resolution, in plan order
     (merges, then supersedes). Progress goes to ``sink``."""
     resolutions: list[MergePlan | SupersedePlan] = [*plan.merges, *plan.supersedes]
-    vectors = dict(zip(range(len(plan.merges)), embeddings, strict=True))
+    vectors = {merge.merged_id: vector for merge, vector in zip(plan.merges, embeddings, strict=True)}
     outcomes: dict[int, dict] = {}
     retired: set[str] = set()
 
     def apply_chunk(tx: ManagedTransaction, positions: list[int]) -> list[dict]:
-        results = []
-        for position in positions:
-            resolution = resolutions[position]
-            touched = resolution.sources if isinstance(resolution, MergePlan) else \
-                (resolution.older, resolution.newer)
-            if retired.intersection(touched):
-                results.append(SKIPPED)
-            elif isinstance(resolution, MergePlan):
-                results.append(apply_merge(tx, tenant, resolution, vectors[position], now))
-            else:
-                results.append(apply_supersede(tx, tenant, resolution, now))
-        return results
+        live = [p for p in positions if not retired.intersection(_sources_of(resolutions[p]))]
+        applied = dict(zip(live, apply_resolutions(tx, tenant, [resolutions[p] for p in live], vectors, now),
+                           strict=True))
+        return [applied.get(p, SKIPPED) for p in positions]
 
     def run(positions: list[int]) -> list[dict]:
         """Transient errors (deadlocks) are retried by the driver; a uniqueness clash with a node
@@ -134,9 +157,7 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
                 outcomes.update(zip(chunk, results, strict=True))
             for position in group:
                 if outcomes[position]["status"] == "applied":
-                    resolution = resolutions[position]
-                    retired.update(resolution.sources if isinstance(resolution, MergePlan)
-                                   else (resolution.older,))
+                    retired.update(_retires(resolutions[position]))
             progress.advance(len(group))
     rows = []
     for position, resolution in enumerate(resolutions):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from mem_assets.dedup.candidates import (
+    SCORE_DECIMALS,
     NodeVectors,
     find_candidates,
     index_candidates,
@@ -59,11 +60,14 @@ def test_vector_index_search_asks_again_when_other_tenants_fill_the_global_top_k
     assert calls[0] < 100 <= calls[-1]
 
 
-def test_blockwise_top_k_matches_a_full_sort():
+def test_blockwise_top_k_matches_a_full_sort_of_the_rounded_scores():
+    """Scores 1e-5 apart tie once rounded: the top k must be that of the rounded scores."""
     rng = np.random.default_rng(1)
     for columns in (3, 40, 2_000, 70_001):
-        scores = rng.normal(size=(16, columns)).astype(np.float32)
-        k = min(6, columns)
-        found, values = largest_per_row(scores, k)
-        assert np.array_equal(np.sort(values, axis=1), np.sort(scores, axis=1)[:, -k:])
-        assert np.array_equal(np.take_along_axis(scores, found, axis=1), values)
+        for scale in (1.0, 1e-4):
+            scores = (rng.normal(size=(16, columns)) * scale).astype(np.float32)
+            rounded = scores.round(SCORE_DECIMALS)
+            k = min(6, columns)
+            found, values = largest_per_row(scores, k)
+            assert np.array_equal(np.sort(values, axis=1), np.sort(rounded, axis=1)[:, -k:])
+            assert np.array_equal(np.take_along_axis(rounded, found, axis=1), values)
