@@ -72,6 +72,22 @@ def run_reorg_with(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstan
                           resources={**reorg_resources(neo4j), "topic_vectors": vectors})
 
 
+def _second_batch_reads_kept_vectors(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance,
+                                     first: list[str], second: list[str],
+                                     stored: dict[str, tuple[str | None, list[float] | None]]
+                                     ) -> tuple[dg.ExecuteInProcessResult, dict]:
+    """Reorganize after a second batch: only its memories get e5 vectors; the first batch's kept
+    vectors are read back unchanged, never made twice. Returns the run and the stored vectors."""
+    write_memories(neo4j, tenant, second)
+    again = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+    assert again.success
+    assert materialization_metadata(again, "reorg_candidates")["e5_vectors_stored"] == len(second)
+    after = _stored(neo4j, tenant)
+    assert all(np.array_equal(after[text][1], stored[text][1]) for text in first), "never embedded twice"
+    return again, after
+
+
 def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, instance):
     first, second = _chinese(1), _chinese(2)
     english = ["I went for a long run along the river this morning.",
@@ -88,13 +104,7 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
     chinese = [t for t in topics if t["language"] == "zh"]
     assert chinese and all(t["space"] == E5_SPACE and t["dimension"] == E5_DIMENSION for t in chinese)
 
-    write_memories(neo4j, tenant, second)
-    again = run_reorg(neo4j, tenant, instance, run_config={
-        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
-    assert again.success
-    assert materialization_metadata(again, "reorg_candidates")["e5_vectors_stored"] == len(second)
-    after = _stored(neo4j, tenant)
-    assert all(np.array_equal(after[text][1], stored[text][1]) for text in first)
+    _, after = _second_batch_reads_kept_vectors(neo4j, tenant, instance, first, second, stored)
 
     rewritten = first[0] + "（后来又补充了一句）"
     with neo4j.session() as session:
@@ -172,13 +182,7 @@ def test_english_topics_live_in_the_combined_space_and_reuse_kept_e5_vectors(neo
     assert topics and all(t["space"] == COMBINED_SPACE and t["dimension"] == 256 + E5_DIMENSION for t in topics)
     stored = _stored(neo4j, tenant)
 
-    write_memories(neo4j, tenant, second)
-    again = run_reorg(neo4j, tenant, instance, run_config={
-        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
-    assert again.success
-    assert materialization_metadata(again, "reorg_candidates")["e5_vectors_stored"] == len(second)
-    after = _stored(neo4j, tenant)
-    assert all(np.array_equal(after[text][1], stored[text][1]) for text in first), "never embedded twice"
+    again, _ = _second_batch_reads_kept_vectors(neo4j, tenant, instance, first, second, stored)
     assert materialization_metadata(again, "memory_clusters")["placed"] > 0
     assert all(t["space"] == COMBINED_SPACE for t in _topics(neo4j, tenant))
     assert all(e.passed for e in again.get_asset_check_evaluations())
