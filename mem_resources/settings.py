@@ -128,7 +128,9 @@ class Settings(BaseSettings):
         both = sorted(set(self.e5_languages) & set(self.combined_languages))
         if both:
             raise ValueError(f"{', '.join(both)}: in both MEMTEND_TOPIC_E5_LANGUAGES and "
-                             "MEMTEND_TOPIC_COMBINED_LANGUAGES (a language has one topic space)")
+                             "MEMTEND_TOPIC_COMBINED_LANGUAGES, but a language has one topic space: "
+                             "remove it from one of them (e.g. MEMTEND_TOPIC_COMBINED_LANGUAGES=none "
+                             "to place it in e5 space)")
         return self
 
     @property
