@@ -24,13 +24,12 @@ from mem_assets.reorg.placement import (
 )
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import (
-    COMBINED_SPACE,
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
     TopicVectorsResource,
     centroid_in_space,
-    combine,
+    in_spaces,
     space_dimension,
 )
 from mem_resources.embedder import EmbedderResource
@@ -102,10 +101,11 @@ class MemberStore:
             vectors.update(zip(unembedded, made, strict=True))
             if space == E5_SPACE:
                 store_vectors(self.neo4j, self.tenant, unembedded, made, texts)
-        for i, member in found.items():
-            self.texts[i] = member.memory
-            self.vectors[i] = (combine(parts[MAIN_SPACE][i][None], parts[E5_SPACE][i][None])[0]
-                               if self.space == COMBINED_SPACE else parts[self.space][i])
+        ids = list(found)
+        self.texts.update((i, found[i].memory) for i in ids)
+        self.vectors.update(zip(ids, in_spaces(
+            [self.space] * len(ids), [parts.get(MAIN_SPACE, {}).get(i) for i in ids],
+            [parts.get(E5_SPACE, {}).get(i) for i in ids]), strict=True))
 
     def load_texts(self, ids: Sequence[str]) -> None:
         """Texts only (summaries need no vectors)."""

@@ -34,7 +34,7 @@ from mem_assets.reorg.vectors import (
     MAIN_SPACE,
     NEEDS_E5,
     TopicVectorsResource,
-    combine,
+    in_spaces,
 )
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
@@ -116,8 +116,7 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     stored = store_vectors(neo4j, tenant, [rows[row].id for row in missing[E5_SPACE]],
                            [parts[E5_SPACE][row] for row in missing[E5_SPACE]],
                            [rows[row].memory for row in missing[E5_SPACE]])
-    chosen = [combine(parts[MAIN_SPACE][row][None], parts[E5_SPACE][row][None])[0] if space == COMBINED_SPACE
-              else parts[space][row] for row, space in enumerate(spaces)]
+    chosen = in_spaces(spaces, parts[MAIN_SPACE], parts[E5_SPACE])
     frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
                           "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
                          columns=CANDIDATE_COLUMNS[:-1])

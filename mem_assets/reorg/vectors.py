@@ -57,6 +57,19 @@ def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -
                       np.sqrt(weight) * normalize(np.asarray(e5, dtype=np.float64))]).astype(np.float32)
 
 
+def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
+              e5: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """Each row's vector in its space from its embedder (``main``) and e5 parts (a part its space
+    does not use may be None); the combined rows are joined in one pass."""
+    chosen = [main[row] if space == MAIN_SPACE else e5[row] for row, space in enumerate(spaces)]
+    joined = [row for row, space in enumerate(spaces) if space == COMBINED_SPACE]
+    if joined:
+        both = combine(np.stack([main[row] for row in joined]), np.stack([e5[row] for row in joined]))
+        for row, vector in zip(joined, both, strict=True):
+            chosen[row] = vector
+    return chosen
+
+
 class TopicVectorsResource(dg.ConfigurableResource):
     """Per language, the space its topics live in: e5 for ``MEMTEND_TOPIC_E5_LANGUAGES`` (default
     zh), combined for ``MEMTEND_TOPIC_COMBINED_LANGUAGES``, else the embedder's."""
