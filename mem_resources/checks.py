@@ -6,7 +6,10 @@ import inspect
 from collections.abc import Callable, Collection, Iterator, Sequence
 
 import dagster as dg
+from neo4j import Session
 
+from mem_resources import memory_queries
+from mem_resources.metadata import offenders_result
 from mem_resources.partitions import tenant_of, tenant_partitions
 
 #: A check: (session, tenant, **resources it names) -> result. Its docstring is its description.
@@ -34,3 +37,11 @@ def checks_step(name: str, asset: dg.AssetsDefinition, checks: Sequence[Check],
                 yield result._replace(check_name=key.name, asset_key=key.asset_key)
 
     return _checks
+
+
+def topics_have_no_archived_members(session: Session, tenant: str) -> dg.AssetCheckResult:
+    """No activated topic has a PARENT edge to an archived memory: archiving a member (merge,
+    supersede, hygiene) moves its edge to the survivor or drops it. Both dedup and reorganization
+    promise it, so both run it."""
+    return offenders_result(session.execute_read(memory_queries.topics_with_archived_members, tenant),
+                            "activated topics point at archived members")

@@ -218,3 +218,18 @@ def set_memory_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[di
         tenant=tenant, rows=Bulk(rows),
     ).single()
     return record["n"] if record else 0
+
+
+def topics_with_archived_members(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
+    """Activated topics with a PARENT edge to an archived memory: a merge or supersede (dedup) or
+    hygiene (reorganization) that left a topic pointing at history instead of the survivor."""
+    result = tx.run(
+        """
+        MATCH (t:MemoryItem {user_name: $tenant, type: 'topic'})-[:PARENT]->
+              (c:MemoryItem {user_name: $tenant, status: 'archived'})
+        WHERE coalesce(t.status, 'activated') = 'activated'
+        RETURN t.id AS topic, c.id AS member ORDER BY topic, member LIMIT $limit
+        """,
+        tenant=tenant, limit=limit,
+    )
+    return [record.data() for record in result]

@@ -17,9 +17,9 @@ import pytest
 
 from mem_assets.dedup import queries as dedup_queries
 from mem_assets.ingest.assets import memory_items
-from mem_assets.reorg import queries
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_space import language
+from mem_resources import memory_queries
 from mem_resources.inbox import InboxResource
 from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource
@@ -165,7 +165,7 @@ def test_a_merge_afterwards_leaves_no_parent_edge_to_an_archived_memory(neo4j, g
             "duplicate", "test merge")], now)
         session.execute_write(dedup_queries.supersede, tenant,
                               [dedup_queries.supersede_row(b1, b2, {}, "test supersede")], now)
-        assert session.execute_read(queries.topics_with_archived_members, tenant) == []
+        assert session.execute_read(memory_queries.topics_with_archived_members, tenant) == []
         edited = session.run("MATCH (b:MemoryItem {user_name: $tenant, id: $b3}) RETURN properties(b) AS p",
                              tenant=tenant, b3=b3).single()["p"] | {"id": "mem:foreign-edit"}
         session.run(
@@ -177,14 +177,14 @@ def test_a_merge_afterwards_leaves_no_parent_edge_to_an_archived_memory(neo4j, g
             CREATE (copy:MemoryItem) SET copy = $edited
             SET b.status = 'archived' CREATE (b)-[:SUPERSEDED_BY]->(copy)
             """, tenant=tenant, a3=a3, b3=b3, edited=edited).consume()
-        stale = session.execute_read(queries.topics_with_archived_members, tenant)
+        stale = session.execute_read(memory_queries.topics_with_archived_members, tenant)
     assert {row["member"] for row in stale} == {a3, b3}
 
     result = _reorganize(neo4j, tenant, instance)
     metadata = materialization_metadata(result, "reorg_candidates")
     assert (metadata["edges_moved"], metadata["edges_dropped"]) == (1, 1)
     with neo4j.session() as session:
-        assert session.execute_read(queries.topics_with_archived_members, tenant) == []
+        assert session.execute_read(memory_queries.topics_with_archived_members, tenant) == []
         homes = dict(session.run(
             "MATCH (t:MemoryItem {type: 'topic', status: 'activated'})-[:PARENT]->(m:MemoryItem {user_name: $tenant}) "
             "WHERE m.id IN $ids RETURN m.id AS id, t.id AS topic", tenant=tenant,
@@ -192,7 +192,7 @@ def test_a_merge_afterwards_leaves_no_parent_edge_to_an_archived_memory(neo4j, g
     assert homes["mem:merged-a"] == leaf_a and homes["mem:foreign-edit"] == leaf_b
     assert b2 in homes
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks["no_archived_members"] and checks["parents_have_two_members"]
+    assert checks["topics_have_no_archived_members"] and checks["parents_have_two_members"]
 
 
 def test_rebuild_archives_the_old_tree_with_lineage_and_loses_no_member(neo4j, grown, instance):

@@ -5,7 +5,7 @@ from neo4j import Session
 
 from mem_assets.dedup import queries
 from mem_assets.dedup.assets import merged_nodes
-from mem_resources.checks import checks_step
+from mem_resources.checks import checks_step, topics_have_no_archived_members
 from mem_resources.metadata import offenders_result
 
 
@@ -34,11 +34,6 @@ def no_cross_tenant_edges(session: Session, tenant: str) -> dg.AssetCheckResult:
                             "edges join this tenant to another")
 
 
-def topics_have_no_archived_members(session: Session, tenant: str) -> dg.AssetCheckResult:
-    """No activated topic has a PARENT edge to an archived memory: a merge or supersede moves a
-    topic's edge to the survivor (or drops it when the survivor is already under a topic)."""
-    return offenders_result(session.execute_read(queries.topics_with_archived_members, tenant),
-                            "activated topics point at archived members")
 
 
 dedup_checks = [checks_step("dedup_checks", merged_nodes, [

@@ -472,16 +472,3 @@ def cross_tenant_edges(tx: ManagedTransaction, tenant: str) -> list[dict[str, An
     )
     return [record.data() for record in result]
 
-
-def topics_with_archived_members(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
-    """Activated topics with a PARENT edge to an archived memory (a merge or supersede that left
-    the topic pointing at history instead of the survivor)."""
-    result = tx.run(
-        """
-        MATCH (p:MemoryItem {user_name: $tenant, type: 'topic'})-[:PARENT]->(c:MemoryItem {status: 'archived'})
-        WHERE coalesce(p.status, 'activated') = 'activated'
-        RETURN p.id AS topic, c.id AS member LIMIT 20
-        """,
-        tenant=tenant,
-    )
-    return [record.data() for record in result]

@@ -12,7 +12,7 @@ from mem_assets.reorg.placement import (
     near_duplicate_roots,
 )
 from mem_assets.reorg.vectors import MAIN_SPACE, SHIPPED_PARAMS, centroid_in_space
-from mem_resources.checks import checks_step
+from mem_resources.checks import checks_step, topics_have_no_archived_members
 from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import offenders_result
 
@@ -39,10 +39,6 @@ def one_parent_per_level(session: Session, tenant: str) -> dg.AssetCheckResult:
                             "memories have two parents at one level")
 
 
-def no_archived_members(session: Session, tenant: str) -> dg.AssetCheckResult:
-    """No activated topic keeps a PARENT edge to an archived memory (hygiene moves or drops it)."""
-    return offenders_result(session.execute_read(queries.topics_with_archived_members, tenant),
-                            "PARENT edges lead from activated topics to archived members")
 
 
 def no_near_duplicate_topics(session: Session, tenant: str,
@@ -74,5 +70,5 @@ def unplaced_memories_have_reasons(session: Session, tenant: str) -> dg.AssetChe
 
 
 reorg_checks = [checks_step("reorg_checks", summary_parents, [
-    parent_edges_acyclic, parents_have_two_members, one_parent_per_level, no_archived_members,
+    parent_edges_acyclic, parents_have_two_members, one_parent_per_level, topics_have_no_archived_members,
     no_near_duplicate_topics, unplaced_memories_have_reasons], blocking=[parent_edges_acyclic])]

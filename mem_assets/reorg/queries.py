@@ -532,18 +532,6 @@ def recount_topics(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> N
 
 # -- checks ---------------------------------------------------------------------------------------
 
-def topics_with_archived_members(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
-    result = tx.run(
-        f"""
-        MATCH (t:MemoryItem {{user_name: $tenant}})-[:PARENT]->(c:MemoryItem {{status: 'archived'}})
-        WHERE {_ACTIVE_TOPIC.format(v="t")}
-        RETURN t.id AS topic, c.id AS member ORDER BY topic, member LIMIT $limit
-        """,
-        tenant=tenant, topic=TOPIC_TYPE, limit=limit,
-    )
-    return [record.data() for record in result]
-
-
 def unexplained_orphans(tx: ManagedTransaction, tenant: str, older_than_hours: float,
                         limit: int = 20) -> list[dict[str, Any]]:
     """Live memories older than a cycle with neither a topic nor a recorded reason."""
