@@ -18,7 +18,7 @@ better than either alone (docs/reorg.md, "Combined English space"); its e5 half 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import dagster as dg
 import numpy as np
@@ -68,6 +68,25 @@ def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
         for row, vector in zip(joined, both, strict=True):
             chosen[row] = vector
     return chosen
+
+
+def to_shared(space: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The map from ``space`` to the space all languages share (e5 ``query:``), where a memory may
+    be offered to the other language's topics; None for a space without an e5 part. Linear, so a
+    mean maps to the mean (the combined space's e5 half, unscaled: cosines ignore the scale)."""
+    if space == E5_SPACE:
+        return _same
+    if space == COMBINED_SPACE:
+        return _e5_half
+    return None
+
+
+def _same(vectors: np.ndarray) -> np.ndarray:
+    return vectors
+
+
+def _e5_half(vectors: np.ndarray) -> np.ndarray:
+    return np.asarray(vectors)[..., -E5_DIMENSION:]
 
 
 class TopicVectorsResource(dg.ConfigurableResource):
