@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.placement import (
     COMBINED_PARAMS,
+    CROSS_PARAMS,
     E5_PARAMS,
     CrossParams,
     LanguagePool,
@@ -146,7 +147,7 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                     e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed,
                     combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
                     combined_params: PlacementParams = COMBINED_PARAMS,
-                    cross: CrossParams | None = None) -> TopicReport:
+                    cross: CrossParams | None = CROSS_PARAMS) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
     embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space (``e5``)
     with ``e5_params``, for ``combined_languages`` in the combined space with ``combined_params``;

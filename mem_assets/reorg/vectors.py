@@ -91,11 +91,14 @@ def _e5_half(vectors: np.ndarray) -> np.ndarray:
 
 class TopicVectorsResource(dg.ConfigurableResource):
     """Per language, the space its topics live in: e5 for ``MEMTEND_TOPIC_E5_LANGUAGES`` (default
-    zh), combined for ``MEMTEND_TOPIC_COMBINED_LANGUAGES``, else the embedder's."""
+    zh), combined for ``MEMTEND_TOPIC_COMBINED_LANGUAGES``, else the embedder's; and whether a
+    memory may join the other language's topics (``MEMTEND_TOPIC_CROSS_LANGUAGE``)."""
 
     #: pydantic copies field defaults, so the lists are not shared.
     e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)  # noqa: RUF012
     combined_languages: list[str] = list(DEFAULT_COMBINED_LANGUAGES)  # noqa: RUF012
+    #: ``MEMTEND_TOPIC_CROSS_LANGUAGE``: memories may join the other language's topics.
+    cross_language: bool = True
 
     def space(self, language: str) -> str:
         if language in self.combined_languages:
