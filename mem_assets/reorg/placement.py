@@ -18,7 +18,7 @@ level-1 sub-topics) and its pool of unplaced memories:
 4. What fits nowhere stays unplaced with a recorded reason (precision first: an unsure memory is
    not filed), and waits for the next cycle's pool.
 
-Across languages (``plan_languages``, opt-in ``CrossParams``): each language is planned in its own
+Across languages (``plan_languages`` with ``CrossParams``): each language is planned in its own
 space, but a memory that fits no topic of its own language may join the other language's nearest
 level-1 topic in a space both share (multilingual-e5), each side centred on its own language's mean.
 
@@ -98,10 +98,11 @@ CROSS_PARAMS = CrossParams()
 @dataclass(frozen=True)
 class Abroad:
     """The other language's level-1 topics in the shared space (centred on that language's mean,
-    normalised), with the top-level topic of each (for the margin)."""
+    normalised), ordered by top-level topic; ``starts``: where each top-level topic's run begins
+    (for the margin over other themes)."""
 
     leaves: list[str]
-    roots: list[str]
+    starts: np.ndarray
     centroids: np.ndarray
 
 
@@ -151,7 +152,7 @@ class CyclePlan:
     reparented: set[str] = field(default_factory=set)
     retired: dict[str, str] = field(default_factory=dict)
     refresh: set[str] = field(default_factory=set)
-    #: Own memories sent to the other language's topic (by leaf id); they are not set aside here.
+    #: Own memories sent to the other language's topic (with that leaf and the cosine); not set aside here.
     exported: dict[str, SetAside] = field(default_factory=dict)
     #: Guests (the other language's memories) that joined a topic here, and those that did not.
     guests_joined: set[str] = field(default_factory=set)
@@ -352,9 +353,9 @@ class _Cycle:
         rows = np.flatnonzero(self.unplaced[:self.own_rows])
         if not len(rows):
             return
-        leaves, starts = _by_root(self.abroad.leaves, self.abroad.roots)
-        order = [self.abroad.leaves.index(leaf) for leaf in leaves]
-        best_leaf, best, second = _best_two(self._shared(self.vectors[rows]), self.abroad.centroids[order], starts)
+        leaves = self.abroad.leaves
+        best_leaf, best, second = _best_two(self._shared(self.vectors[rows]), self.abroad.centroids,
+                                            self.abroad.starts)
         for row, leaf, score, other in zip(rows, best_leaf, best, second, strict=True):
             if score >= self.cross.place_similarity and score - other >= self.cross.place_margin:
                 self.unplaced[row] = False
@@ -581,7 +582,7 @@ def abroad_of(topics: Mapping[str, Topic], to_shared: Callable[[np.ndarray], np.
     from its cycle; else fitted on its top-level topics, as the near-duplicate check does)."""
     leaves = sorted(tid for tid, t in topics.items() if t.level == 1)
     if not leaves:
-        return Abroad([], [], np.zeros((0, 1), dtype=np.float32))
+        return Abroad([], np.zeros(0, dtype=np.int64), np.zeros((0, 1), dtype=np.float32))
 
     def root(tid: str) -> str:
         while (parent := topics[tid].parent) is not None:
@@ -594,8 +595,9 @@ def abroad_of(topics: Mapping[str, Topic], to_shared: Callable[[np.ndarray], np.
         mean = next(iter(means.values()))
     else:
         mean = _means(tops, dimension).astype(np.float64).mean(axis=0)
+    leaves, starts = _by_root(leaves, [root(t) for t in leaves])
     centroids = normalize(to_shared(_means([topics[t] for t in leaves], dimension) - mean))
-    return Abroad(leaves, [root(t) for t in leaves], centroids)
+    return Abroad(leaves, starts, centroids)
 
 
 def plan_languages(pools: Mapping[str, LanguagePool], cross: CrossParams | None = None,
