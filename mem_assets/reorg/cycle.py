@@ -16,6 +16,7 @@ import pandas as pd
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.placement import (
+    CROSS_PARAMS,
     CrossParams,
     CyclePlan,
     LanguagePool,
@@ -155,7 +156,7 @@ def load_forest(stored: Sequence[queries.StoredTopic], store: MemberStore) -> di
 def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
                      tenant: str, memory_type: str, candidates: pd.DataFrame,
                      params: Mapping[str, PlacementParams], rebuild: bool, salt: str = "",
-                     cross: CrossParams | None = None) -> list[dict[str, Any]]:
+                     cross: CrossParams | None = CROSS_PARAMS) -> list[dict[str, Any]]:
     """Plan one memory type, each language in its own space with its own thresholds (``params``
     by space): offer its candidates to its topics (or, on rebuild, start over). With ``cross`` and
     ``vectors.cross_language`` a memory that fits no topic of its language may join the other's
@@ -224,7 +225,7 @@ def _plan_rows(memory_type: str, space: str, before: Mapping[str, Topic], plan: 
 
 def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource, tenant: str,
                candidates: pd.DataFrame, params: Mapping[str, PlacementParams],
-               rebuild: bool, salt: str = "", cross: CrossParams | None = None) -> pd.DataFrame:
+               rebuild: bool, salt: str = "", cross: CrossParams | None = CROSS_PARAMS) -> pd.DataFrame:
     rows = [row for memory_type, of_type in candidates.groupby("memory_type", sort=True)
             for row in plan_memory_type(neo4j, embedder, vectors, tenant, str(memory_type),
                                         of_type.reset_index(drop=True), params, rebuild, salt, cross)]
