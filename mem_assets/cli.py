@@ -202,6 +202,9 @@ def eval_topics(
     combined_languages: Annotated[str, typer.Option(
         help="Languages placed in the combined (embedder + e5) space: configured "
              "(MEMTEND_TOPIC_COMBINED_LANGUAGES), or e.g. en, none. A language is in one space.")] = "configured",
+    cross_language: Annotated[str, typer.Option(
+        help="Whether a memory may join the other language's topic: configured "
+             "(MEMTEND_TOPIC_CROSS_LANGUAGE), on or off.")] = "configured",
     placement: Annotated[str, typer.Option(
         help='Thresholds, as the memory_clusters run config takes them (JSON), e.g. '
              '{"e5_group_similarity": 0.2, "e5_min_cluster_size": 2}; default: the shipped ones.')] = "{}",
@@ -215,9 +218,10 @@ def eval_topics(
               "hashing": HashingEmbedder}
     parts = {"all": lambda rows: rows, "tune": lambda rows: holdout_split(rows)[0],
              "held-out": lambda rows: holdout_split(rows)[1]}
-    if embedder not in chosen or part not in parts:
-        typer.secho("error: --embedder is configured, wordllama or hashing; --part is all, tune or held-out",
-                    fg=typer.colors.RED, err=True)
+    across = {"configured": settings.topic_cross_language, "on": True, "off": False}
+    if embedder not in chosen or part not in parts or cross_language not in across:
+        typer.secho("error: --embedder is configured, wordllama or hashing; --part is all, tune or held-out; "
+                    "--cross-language is configured, on or off", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     try:
         spaces = Settings(
@@ -240,7 +244,8 @@ def eval_topics(
         raise typer.Exit(2) from exc
     report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), config.params(),
                              spaces.e5_languages, config.e5_params(),
-                             combined_languages=spaces.combined_languages, combined_params=config.combined_params())
+                             combined_languages=spaces.combined_languages, combined_params=config.combined_params(),
+                             cross=config.cross_params() if across[cross_language] else None)
     typer.echo(report_json(report))
 
 

@@ -76,6 +76,11 @@ class Settings(BaseSettings):
                     "joined with the kept multilingual-e5-small one (e5 once per memory, ~10-17 ms); "
                     "comma-separated, e.g. en; 'none' for no language. A language is in at most one of "
                     "this and MEMTEND_TOPIC_E5_LANGUAGES.")
+    topic_cross_language: bool = Field(
+        default=True, validation_alias=_env("MEMTEND_TOPIC_CROSS_LANGUAGE"),
+        description="A memory that fits no topic of its own language may join the other language's "
+                    "topic it fits in multilingual-e5 space (both languages must be in the e5 or "
+                    "combined space); false: Chinese and English never share a topic.")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
                                  description="Seconds one LLM/embedding request may take.")

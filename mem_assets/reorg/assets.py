@@ -14,7 +14,7 @@ from mem_assets.reorg.hierarchy import (
     load_candidates,
     tidy_topics,
 )
-from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
 from mem_assets.reorg.vectors import COMBINED_SPACE, E5_SPACE, MAIN_SPACE, TopicVectorsResource
@@ -99,6 +99,12 @@ class PlacementConfig(dg.Config):
     combined_min_cluster_size: int = _in_combined_space("min_cluster_size", ge=2)
     combined_theme_similarity: float = _in_combined_space("theme_similarity", ge=-1, le=1)
     combined_min_theme_size: int = _in_combined_space("min_theme_size", ge=1)
+    cross_place_similarity: float = Field(
+        default=CROSS_PARAMS.place_similarity, ge=-1, le=1,
+        description="A memory that fits no topic of its language joins the other language's topic at "
+                    "least this close in e5 space (MEMTEND_TOPIC_CROSS_LANGUAGE).")
+    cross_place_margin: float = Field(default=CROSS_PARAMS.place_margin, ge=0,
+                                      description="...and closer by this much than to its other themes.")
     seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
 
     @model_validator(mode="after")
@@ -129,6 +135,9 @@ class PlacementConfig(dg.Config):
     def _prefixed(self, prefix: str) -> PlacementParams:
         return replace(self.params(), **{name.removeprefix(prefix): getattr(self, name)
                                          for name in type(self).model_fields if name.startswith(prefix)})
+
+    def cross_params(self) -> CrossParams:
+        return CrossParams(place_similarity=self.cross_place_similarity, place_margin=self.cross_place_margin)
 
     def space_params(self) -> dict[str, PlacementParams]:
         """The thresholds of each topic space (``reorg.vectors``)."""
@@ -189,7 +198,7 @@ def memory_clusters(context: dg.AssetExecutionContext, config: PlacementConfig, 
     rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
     salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
     frame = plan_table(neo4j, embedder, topic_vectors, tenant_of(context), reorg_candidates,
-                       config.space_params(), rebuild, salt)
+                       config.space_params(), rebuild, salt, config.cross_params())
     topics = frame[frame["kind"] == TOPIC]
     aside = frame[frame["kind"] == SET_ASIDE]
     placed = sum(len(set(children) & set(reorg_candidates["id"]))

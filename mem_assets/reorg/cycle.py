@@ -16,10 +16,14 @@ import pandas as pd
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.placement import (
+    CROSS_PARAMS,
+    CrossParams,
+    CyclePlan,
+    LanguagePool,
     PlacementParams,
     Topic,
     memories_below,
-    plan_cycle,
+    plan_languages,
     rebuild_lineage,
 )
 from mem_assets.reorg.topic_space import language
@@ -31,6 +35,7 @@ from mem_assets.reorg.vectors import (
     centroid_in_space,
     in_spaces,
     space_dimension,
+    to_shared,
 )
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import memory_id
@@ -150,36 +155,46 @@ def load_forest(stored: Sequence[queries.StoredTopic], store: MemberStore) -> di
 
 def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
                      tenant: str, memory_type: str, candidates: pd.DataFrame,
-                     params: Mapping[str, PlacementParams], rebuild: bool, salt: str = "") -> list[dict[str, Any]]:
-    """Plan one memory type, one language at a time (languages never share a topic, and each has
-    its own space and thresholds, ``params`` by space): offer its candidates to its topics (or, on
-    rebuild, start over)."""
+                     params: Mapping[str, PlacementParams], rebuild: bool, salt: str = "",
+                     cross: CrossParams | None = CROSS_PARAMS) -> list[dict[str, Any]]:
+    """Plan one memory type, each language in its own space with its own thresholds (``params``
+    by space): offer its candidates to its topics (or, on rebuild, start over). With ``cross`` and
+    ``vectors.cross_language`` a memory that fits no topic of its language may join the other's
+    (``placement.plan_languages``): then a language with topics but no candidates is planned too."""
     with neo4j.session() as session:
         stored = session.execute_read(queries.read_forest, tenant, [memory_type])
     langs = [language(text) for text in candidates["memory"]]
-    rows: list[dict[str, Any]] = []
-    for lang in sorted(set(langs)):
+    across = cross is not None and vectors.cross_language
+    planned = sorted(set(langs) | ({topic_language(t) for t in stored} if across and langs else set()))
+    sides: dict[str, _Side] = {}
+    for lang in planned:
         of_lang = candidates[[code == lang for code in langs]].reset_index(drop=True)
-        space = vectors.space(lang)
-        rows.extend(_plan_language(
-            neo4j, embedder, vectors, tenant, memory_type, lang, space, of_lang,
-            [t for t in stored if topic_language(t) == lang], params[space],
-            rebuild, salt))
-    return rows
+        sides[lang] = _Side(neo4j, embedder, vectors, tenant, lang, of_lang,
+                            [t for t in stored if topic_language(t) == lang])
+    plans = plan_languages(
+        {lang: LanguagePool({} if rebuild else side.before, side.ids, side.matrix, params[side.store.space],
+                            side.store.matrix, to_shared(side.store.space))
+         for lang, side in sides.items()},
+        cross if across else None, lambda members: topic_id(tenant, memory_type, members, salt))
+    return [row for lang, side in sides.items()
+            for row in _plan_rows(memory_type, side.store.space, side.before, plans[lang], rebuild)]
 
 
-def _plan_language(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
-                   tenant: str, memory_type: str, lang: str, space: str, candidates: pd.DataFrame,
-                   stored: Sequence[queries.StoredTopic], params: PlacementParams, rebuild: bool,
-                   salt: str) -> list[dict[str, Any]]:
-    store = MemberStore(neo4j, embedder, tenant, space, vectors)
-    ids = candidates["id"].tolist()
-    matrix = (np.vstack(candidates["embedding"].to_numpy()).astype(np.float32) if ids
-              else np.zeros((0, store.dimension), dtype=np.float32))
-    store.add(ids, candidates["memory"].tolist(), matrix)
-    before = load_forest(stored, store)
-    plan = plan_cycle({} if rebuild else before, ids, matrix, [lang] * len(ids), params,
-                      store.matrix, lambda members: topic_id(tenant, memory_type, members, salt))
+class _Side:
+    """One language's part of a memory type's cycle: its store (its space), candidates, forest."""
+
+    def __init__(self, neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
+                 tenant: str, lang: str, candidates: pd.DataFrame, stored: Sequence[queries.StoredTopic]) -> None:
+        self.store = MemberStore(neo4j, embedder, tenant, vectors.space(lang), vectors)
+        self.ids = candidates["id"].tolist()
+        self.matrix = (np.vstack(candidates["embedding"].to_numpy()).astype(np.float32) if self.ids
+                       else np.zeros((0, self.store.dimension), dtype=np.float32))
+        self.store.add(self.ids, candidates["memory"].tolist(), self.matrix)
+        self.before = load_forest(stored, self.store)
+
+
+def _plan_rows(memory_type: str, space: str, before: Mapping[str, Topic], plan: CyclePlan,
+               rebuild: bool) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for tid in sorted(plan.touched | plan.reparented):
         topic = plan.topics[tid]
@@ -210,8 +225,8 @@ def _plan_language(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: To
 
 def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource, tenant: str,
                candidates: pd.DataFrame, params: Mapping[str, PlacementParams],
-               rebuild: bool, salt: str = "") -> pd.DataFrame:
+               rebuild: bool, salt: str = "", cross: CrossParams | None = CROSS_PARAMS) -> pd.DataFrame:
     rows = [row for memory_type, of_type in candidates.groupby("memory_type", sort=True)
             for row in plan_memory_type(neo4j, embedder, vectors, tenant, str(memory_type),
-                                        of_type.reset_index(drop=True), params, rebuild, salt)]
+                                        of_type.reset_index(drop=True), params, rebuild, salt, cross)]
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)

@@ -32,14 +32,25 @@ from pydantic import BaseModel, Field
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.placement import (
     COMBINED_PARAMS,
+    CROSS_PARAMS,
     E5_PARAMS,
+    CrossParams,
+    LanguagePool,
     PlacementParams,
     Topic,
     near_duplicate_roots,
-    plan_cycle,
+    plan_languages,
 )
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import DEFAULT_COMBINED_LANGUAGES, DEFAULT_E5_LANGUAGES, combine
+from mem_assets.reorg.vectors import (
+    COMBINED_SPACE,
+    DEFAULT_COMBINED_LANGUAGES,
+    DEFAULT_E5_LANGUAGES,
+    E5_SPACE,
+    MAIN_SPACE,
+    combine,
+    to_shared,
+)
 from mem_resources.embedder import EmbedderResource, e5_query_embed
 
 
@@ -116,6 +127,10 @@ def near_duplicates(topics: dict[str, Topic], params_of: Callable[[str], Placeme
             for sim, a, b in sorted(pairs, key=lambda pair: -pair[0])]
 
 
+#: Which embeddings each space's vectors are made of.
+_PARTS = {MAIN_SPACE: (MAIN_SPACE,), E5_SPACE: (E5_SPACE,), COMBINED_SPACE: (MAIN_SPACE, E5_SPACE)}
+
+
 @dataclass
 class _Forest:
     """One tenant's topics and unplaced rows after its last cycle, with per-batch counts."""
@@ -131,32 +146,47 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                     e5_languages: Sequence[str] = DEFAULT_E5_LANGUAGES, e5_params: PlacementParams = E5_PARAMS,
                     e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed,
                     combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
-                    combined_params: PlacementParams = COMBINED_PARAMS) -> TopicReport:
+                    combined_params: PlacementParams = COMBINED_PARAMS,
+                    cross: CrossParams | None = CROSS_PARAMS) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
     embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space (``e5``)
-    with ``e5_params``, for ``combined_languages`` in the combined space with ``combined_params``."""
+    with ``e5_params``, for ``combined_languages`` in the combined space with ``combined_params``;
+    with ``cross``, a memory that fits no topic of its language may join the other's
+    (``placement.plan_languages``)."""
     if set(e5_languages) & set(combined_languages):
         raise ValueError("a language is in one topic space: e5 or combined, not both")
     ids = [f"m{i}" for i in range(len(items))]
     langs = languages(item.text for item in items)
     texts = [item.text for item in items]
-    vectors: dict[str, np.ndarray] = {}
-    for lang in sorted(set(langs.tolist())):
-        of_lang = [texts[r] for r in np.flatnonzero(langs == lang)]
+
+    def space_of(lang: str) -> str:
         if lang in combined_languages:
-            vectors[lang] = combine(embedder.embed(of_lang), e5(of_lang))
-        else:
-            embed = e5 if lang in e5_languages else embedder.embed
-            vectors[lang] = np.asarray(embed(of_lang), dtype=np.float32)
-    position = {ids[r]: k for lang in vectors for k, r in enumerate(np.flatnonzero(langs == lang))}
+            return COMBINED_SPACE
+        return E5_SPACE if lang in e5_languages else MAIN_SPACE
+
+    spaces = {lang: space_of(lang) for lang in sorted(set(langs.tolist()))}
+    across = cross is not None and all(to_shared(space) is not None for space in spaces.values())
+    # Each space holds its languages' texts (every text when memories may join the other language).
+    rows_of = {space: (np.arange(len(texts)) if across
+                       else np.flatnonzero([spaces[str(lang)] == space for lang in langs]))
+               for space in set(spaces.values())}
+    needs = {part: sorted({int(r) for space, rows in rows_of.items() if part in _PARTS[space] for r in rows})
+             for part in (MAIN_SPACE, E5_SPACE)}
+    made = {MAIN_SPACE: embedder.embed, E5_SPACE: e5}
+    parts = {part: dict(zip(rows, np.asarray(made[part]([texts[r] for r in rows]), dtype=np.float32), strict=True))
+             for part, rows in needs.items() if rows}
+    vectors: dict[str, np.ndarray] = {}
+    for space, rows in rows_of.items():
+        halves = [np.stack([parts[part][int(r)] for r in rows]) for part in _PARTS[space]]
+        vectors[space] = combine(*halves) if space == COMBINED_SPACE else halves[0]
+    position = {space: {ids[int(r)]: k for k, r in enumerate(rows)} for space, rows in rows_of.items()}
 
     def params_of(lang: str) -> PlacementParams:
-        if lang in combined_languages:
-            return combined_params
-        return e5_params if lang in e5_languages else params
+        return {COMBINED_SPACE: combined_params, E5_SPACE: e5_params}.get(spaces.get(lang, MAIN_SPACE), params)
 
     def lookup(lang: str) -> Callable[[Sequence[str]], np.ndarray]:
-        return lambda members: vectors[lang][[position[m] for m in members]]
+        space = spaces[lang]
+        return lambda members: vectors[space][[position[space][m] for m in members]]
 
     row_of = {memory: row for row, memory in enumerate(ids)}
     batches = sorted({item.batch for item in items})
@@ -172,10 +202,13 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
             left: list[int] = []
             reasons = Counter[str]()
             created = grown = refreshed = 0
+            pools = {}
             for lang in sorted({str(langs[r]) for r in pool} | {t.language for t in forest.topics.values()}):
                 members = [ids[r] for r in pool if langs[r] == lang]
-                plan = plan_cycle({tid: t for tid, t in forest.topics.items() if t.language == lang}, members,
-                                  lookup(lang)(members), [lang] * len(members), params_of(lang), lookup(lang))
+                pools[lang] = LanguagePool({tid: t for tid, t in forest.topics.items() if t.language == lang},
+                                           members, lookup(lang)(members), params_of(lang), lookup(lang),
+                                           to_shared(spaces[lang]))
+            for plan in plan_languages(pools, cross if across else None).values():
                 topics.update(plan.topics)
                 left.extend(row_of[m] for m in plan.set_aside)
                 reasons.update(aside.reason for aside in plan.set_aside.values())

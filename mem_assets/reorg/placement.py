@@ -18,6 +18,10 @@ level-1 sub-topics) and its pool of unplaced memories:
 4. What fits nowhere stays unplaced with a recorded reason (precision first: an unsure memory is
    not filed), and waits for the next cycle's pool.
 
+Across languages (``plan_languages`` with ``CrossParams``): each language is planned in its own
+space, but a memory that fits no topic of its own language may join the other language's nearest
+level-1 topic in a space both share (multilingual-e5), each side centred on its own language's mean.
+
 A pre-existing topic whose memories changed by at least ``refresh_fraction`` (or that became a
 level-2 topic) is due for a new summary. Pure: no Dagster, no Neo4j; the vectors of members of a
 topic that must be split are fetched through a callback, so callers read only those (all the
@@ -36,7 +40,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from mem_assets.reorg.clustering import leaves_of, merge_groups, themed_groups
-from mem_assets.reorg.topic_space import TopicSpace
+from mem_assets.reorg.topic_space import TopicSpace, normalize
 
 ANY_LANGUAGE = "all"
 NO_SIMILAR_TOPIC = "no_similar_topic"
@@ -76,6 +80,43 @@ COMBINED_PARAMS = PlacementParams(place_similarity=0.25, group_similarity=0.20, 
                                   theme_similarity=0.08, min_theme_size=4)
 
 
+@dataclass(frozen=True)
+class CrossParams:
+    """A memory that fits no topic of its own language (after the first offer, and again what is
+    left at the end, small groups included) joins the other language's nearest level-1 topic when
+    their cosine in the shared space is at least ``place_similarity`` and beats that language's
+    other themes by ``place_margin``; it is then a member of that topic, in that topic's space."""
+
+    place_similarity: float = 0.25
+    place_margin: float = 0.05
+
+
+#: Chosen on the tuning parts by bench/cross_language_rule.md (docs/reorg.md, "Across languages").
+CROSS_PARAMS = CrossParams()
+
+
+@dataclass(frozen=True)
+class Abroad:
+    """The other language's level-1 topics in the shared space (centred on that language's mean,
+    normalised), ordered by top-level topic; ``starts``: where each top-level topic's run begins
+    (for the margin over other themes)."""
+
+    leaves: list[str]
+    starts: np.ndarray
+    centroids: np.ndarray
+
+
+@dataclass(frozen=True)
+class Guests:
+    """Memories of the other language offered to this cycle's topics at its end: their vectors in
+    this cycle's space (what they are stored with if they join) and in the shared space (centred on
+    their own language's mean, normalised)."""
+
+    ids: list[str]
+    vectors: np.ndarray
+    shared: np.ndarray
+
+
 @dataclass
 class Topic:
     """A topic node: level 1 over memories, level 2 over level-1 topics."""
@@ -111,6 +152,14 @@ class CyclePlan:
     reparented: set[str] = field(default_factory=set)
     retired: dict[str, str] = field(default_factory=dict)
     refresh: set[str] = field(default_factory=set)
+    #: Own memories sent to the other language's topic (with that leaf and the cosine); not set aside here.
+    exported: dict[str, SetAside] = field(default_factory=dict)
+    #: Guests (the other language's memories) that joined a topic here, and those that did not.
+    guests_joined: set[str] = field(default_factory=set)
+    guests_left: dict[str, SetAside] = field(default_factory=dict)
+    #: Shared-space vectors of the own memories exported or set aside (offered to the other side).
+    shared: dict[str, np.ndarray] = field(default_factory=dict)
+    means: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def touched(self) -> set[str]:
@@ -126,8 +175,14 @@ class _Cycle:
     def __init__(self, topics: Mapping[str, Topic], ids: Sequence[str], vectors: np.ndarray,
                  langs: Sequence[str], params: PlacementParams,
                  member_vectors: Callable[[Sequence[str]], np.ndarray],
-                 new_id: Callable[[Sequence[str]], str]) -> None:
+                 new_id: Callable[[Sequence[str]], str], cross: CrossParams | None = None,
+                 to_shared: Callable[[np.ndarray], np.ndarray] | None = None,
+                 abroad: Abroad | None = None, guests: Guests | None = None) -> None:
         self.params = params
+        self.cross = cross if to_shared is not None else None
+        self.to_shared = to_shared
+        self.abroad = abroad
+        self.guests = guests
         self.topics = copy.deepcopy(dict(topics))
         self.ids = list(ids)
         self.vectors = np.asarray(vectors, dtype=np.float32)
@@ -144,6 +199,8 @@ class _Cycle:
         self.unplaced = np.ones(len(self.ids), dtype=bool)
         self.nearest: dict[int, tuple[str | None, float, str]] = {}
         self.group_size = np.ones(len(self.ids), dtype=np.int64)
+        self.own_rows = len(self.ids)
+        self.plan.means = dict(self.space.means)
 
     # -- forest helpers -------------------------------------------------------------------------
     def _memories_below(self, tid: str) -> frozenset[str]:
@@ -179,21 +236,9 @@ class _Cycle:
         leaves = sorted(tid for tid, t in self.topics.items() if t.level == 1 and t.language == lang)
         if not leaves:
             return [], np.zeros(0, dtype=np.int64), np.full(len(vectors), -1.0), np.full(len(vectors), -1.0)
-        roots = np.array([self._root(tid) for tid in leaves], dtype=object)
-        order = np.argsort(roots, kind="stable")
-        leaves = [leaves[i] for i in order]
-        roots = roots[order]
-        starts = np.flatnonzero(np.r_[True, roots[1:] != roots[:-1]])
-        centroids = self._centroids(leaves)
-        best_leaf, best, second = [], [], []
-        for chunk in np.array_split(np.arange(len(vectors)), max(1, len(vectors) // 1024)):
-            sims = vectors[chunk] @ centroids.T
-            best_leaf.append(sims.argmax(axis=1))
-            best.append(sims.max(axis=1))
-            per_root = np.maximum.reduceat(sims, starts, axis=1)
-            second.append(np.partition(per_root, -2, axis=1)[:, -2] if per_root.shape[1] > 1
-                          else np.full(len(chunk), -1.0))
-        return leaves, np.concatenate(best_leaf), np.concatenate(best), np.concatenate(second)
+        leaves, starts = _by_root(leaves, [self._root(tid) for tid in leaves])
+        best_leaf, best, second = _best_two(vectors, self._centroids(leaves), starts)
+        return leaves, best_leaf, best, second
 
     def offer(self) -> None:
         """Rows still unplaced join the nearest level-1 topic when close and unambiguous enough."""
@@ -290,6 +335,66 @@ class _Cycle:
         for member in member_ids:
             self._moved(member, tid)
         return tid
+
+    # -- across languages -----------------------------------------------------------------------
+    def _shared(self, raw: np.ndarray) -> np.ndarray:
+        """Own-space vectors (or means) in the shared space, centred on this language's mean."""
+        assert self.to_shared is not None
+        return normalize(self.to_shared(np.asarray(raw, dtype=np.float64) - self._mean()))
+
+    def _mean(self) -> np.ndarray:
+        """The one language's mean (a cross-language cycle plans one language)."""
+        return next(iter(self.space.means.values()), np.zeros(self.vectors.shape[1]))
+
+    def export(self) -> None:
+        """Own rows still unplaced go to the other language's topic they fit (``CrossParams``)."""
+        if self.cross is None or self.abroad is None or not len(self.abroad.leaves):
+            return
+        rows = np.flatnonzero(self.unplaced[:self.own_rows])
+        if not len(rows):
+            return
+        leaves = self.abroad.leaves
+        best_leaf, best, second = _best_two(self._shared(self.vectors[rows]), self.abroad.centroids,
+                                            self.abroad.starts)
+        for row, leaf, score, other in zip(rows, best_leaf, best, second, strict=True):
+            if score >= self.cross.place_similarity and score - other >= self.cross.place_margin:
+                self.unplaced[row] = False
+                self.plan.exported[self.ids[row]] = SetAside(NO_SIMILAR_TOPIC, leaves[int(leaf)], float(score), 1)
+
+    def host_guests(self) -> None:
+        """The other language's memories join this language's level-1 topics they fit."""
+        guests = self.guests
+        if self.cross is None or guests is None or not guests.ids:
+            return
+        leaves = sorted(tid for tid, t in self.topics.items() if t.level == 1)
+        if not leaves:
+            self.plan.guests_left.update((gid, SetAside(NO_SIMILAR_TOPIC, None, float("nan"), 1))
+                                         for gid in guests.ids)
+            return
+        leaves, starts = _by_root(leaves, [self._root(tid) for tid in leaves])
+        centroids = self._shared(_means([self.topics[tid] for tid in leaves], self.vectors.shape[1]))
+        best_leaf, best, second = _best_two(guests.shared, centroids, starts)
+        choices: dict[str, list[int]] = {}
+        first_row = len(self.ids)
+        self.ids.extend(guests.ids)
+        self.vectors = np.vstack([self.vectors, np.asarray(guests.vectors, dtype=np.float32)])
+        self.unplaced = np.r_[self.unplaced, np.zeros(len(guests.ids), dtype=bool)]
+        for k, (gid, leaf, score, other) in enumerate(zip(guests.ids, best_leaf, best, second, strict=True)):
+            tid = leaves[int(leaf)]
+            if score < self.cross.place_similarity:
+                self.plan.guests_left[gid] = SetAside(NO_SIMILAR_TOPIC, tid, float(score), 1)
+            elif score - other < self.cross.place_margin:
+                self.plan.guests_left[gid] = SetAside(AMBIGUOUS, tid, float(score), 1)
+            else:
+                choices.setdefault(tid, []).append(first_row + k)
+                self.plan.guests_joined.add(gid)
+        full = [m for tid, rows in choices.items()
+                if self.topics[tid].member_count + len(rows) > self.params.max_members
+                for m in self.topics[tid].children]
+        if full:
+            self.member_vectors(full)
+        for tid in sorted(choices):
+            self.grow_leaf(tid, choices[tid])
 
     # -- new topics from what is left -----------------------------------------------------------
     def group(self) -> None:
@@ -409,6 +514,12 @@ class _Cycle:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def finish(self) -> CyclePlan:
+        if self.cross is not None:
+            offered = [row for row in range(self.own_rows)
+                       if self.unplaced[row] or self.ids[row] in self.plan.exported]
+            if offered:
+                shared = self._shared(self.vectors[offered])
+                self.plan.shared = {self.ids[row]: shared[k] for k, row in enumerate(offered)}
         for row in np.flatnonzero(self.unplaced):
             tid, score, reason = self.nearest.get(int(row), (None, float("nan"), NO_SIMILAR_TOPIC))
             self.plan.set_aside[self.ids[row]] = SetAside(reason, tid, score, int(self.group_size[row]))
@@ -427,20 +538,131 @@ class _Cycle:
 def plan_cycle(topics: Mapping[str, Topic], ids: Sequence[str], vectors: np.ndarray,
                langs: Sequence[str], params: PlacementParams,
                member_vectors: Callable[[Sequence[str]], np.ndarray],
-               new_id: Callable[[Sequence[str]], str] = default_topic_id) -> CyclePlan:
+               new_id: Callable[[Sequence[str]], str] = default_topic_id, cross: CrossParams | None = None,
+               to_shared: Callable[[np.ndarray], np.ndarray] | None = None, abroad: Abroad | None = None,
+               guests: Guests | None = None) -> CyclePlan:
     """One cycle: offer the pool (``ids``/``vectors``/``langs``) to ``topics``, group the rest,
-    offer again. ``topics`` is not changed; the plan holds the new forest.
+    offer again. ``topics`` is not changed; the plan holds the new forest. With ``cross`` (and
+    ``to_shared``, this space's vectors to the shared space), what fits no own topic goes to
+    ``abroad``'s topics it fits, and ``guests`` join this cycle's topics at the end.
 
     Fits run on one thread: most are small, where waking a thread pool costs more than the fit.
     """
-    cycle = _Cycle(topics, ids, vectors, langs, params, member_vectors, new_id)
-    if len(cycle.ids):
-        with threadpool_limits(limits=1):
+    cycle = _Cycle(topics, ids, vectors, langs, params, member_vectors, new_id, cross, to_shared, abroad, guests)
+    with threadpool_limits(limits=1):
+        if len(cycle.ids):
             cycle.offer()
+            cycle.export()
             cycle.group()
             cycle.offer()
+            cycle.export()
+        cycle.host_guests()
+        if len(cycle.ids):
             cycle.merge_roots()
     return cycle.finish()
+
+
+@dataclass(frozen=True)
+class LanguagePool:
+    """One language's part of a cycle: its forest (empty on a rebuild), its pool, its space's
+    thresholds, its members' vectors in its space (any memory id of the tenant) and, for cross-
+    language placement, the map from its space to the shared one (None: it cannot take part)."""
+
+    topics: Mapping[str, Topic]
+    ids: list[str]
+    vectors: np.ndarray
+    params: PlacementParams
+    member_vectors: Callable[[Sequence[str]], np.ndarray]
+    to_shared: Callable[[np.ndarray], np.ndarray] | None = None
+
+
+def abroad_of(topics: Mapping[str, Topic], to_shared: Callable[[np.ndarray], np.ndarray],
+              means: Mapping[str, np.ndarray] | None = None) -> Abroad:
+    """A forest's level-1 topics in the shared space, centred on its language's mean (``means``
+    from its cycle; else fitted on its top-level topics, as the near-duplicate check does)."""
+    leaves = sorted(tid for tid, t in topics.items() if t.level == 1)
+    if not leaves:
+        return Abroad([], np.zeros(0, dtype=np.int64), np.zeros((0, 1), dtype=np.float32))
+
+    def root(tid: str) -> str:
+        while (parent := topics[tid].parent) is not None:
+            tid = parent
+        return tid
+
+    dimension = len(topics[leaves[0]].vector_sum)
+    tops = [t for t in topics.values() if t.parent is None]
+    if means:
+        mean = next(iter(means.values()))
+    else:
+        mean = _means(tops, dimension).astype(np.float64).mean(axis=0)
+    leaves, starts = _by_root(leaves, [root(t) for t in leaves])
+    centroids = normalize(to_shared(_means([topics[t] for t in leaves], dimension) - mean))
+    return Abroad(leaves, starts, centroids)
+
+
+def plan_languages(pools: Mapping[str, LanguagePool], cross: CrossParams | None = None,
+                   new_id: Callable[[Sequence[str]], str] = default_topic_id) -> dict[str, CyclePlan]:
+    """One cycle per language. With ``cross`` and two languages that both map to the shared space,
+    the larger language (pool plus topics) is planned first, offering what fits none of its own
+    topics to the other's topics as they stood; the other is planned next, offering its misfits to
+    the first one's new forest and hosting the first one's leftovers; the first is planned again
+    (its own part comes out the same) to host the other's. Every plan's ``set_aside`` then lists
+    exactly its own memories that no topic of either language took."""
+    def alone(lang: str, **extra: object) -> CyclePlan:
+        pool = pools[lang]
+        return plan_cycle(pool.topics, pool.ids, pool.vectors, [lang] * len(pool.ids), pool.params,
+                          pool.member_vectors, new_id, **extra)  # type: ignore[arg-type]
+
+    shared = [lang for lang, pool in pools.items() if pool.to_shared is not None]
+    if cross is None or len(pools) != 2 or len(shared) != 2:
+        return {lang: alone(lang) for lang in sorted(pools)}
+    first, second = sorted(pools, key=lambda lang: (-(len(pools[lang].ids) + len(pools[lang].topics)), lang))
+    one, two = pools[first], pools[second]
+    abroad_first = abroad_of(two.topics, two.to_shared)  # type: ignore[arg-type]
+    plan_first = alone(first, cross=cross, to_shared=one.to_shared, abroad=abroad_first)
+    plan_second = alone(second, cross=cross, to_shared=two.to_shared,
+                        abroad=abroad_of(plan_first.topics, one.to_shared, plan_first.means),  # type: ignore[arg-type]
+                        guests=_guests(plan_first, two))
+    plan_first = alone(first, cross=cross, to_shared=one.to_shared, abroad=abroad_first,
+                       guests=_guests(plan_second, one))
+    for own, host in ((plan_first, plan_second), (plan_second, plan_first)):
+        for mid in host.guests_left.keys() & own.exported.keys():
+            own.set_aside[mid] = own.exported.pop(mid)
+        for mid in host.guests_joined:
+            own.set_aside.pop(mid, None)
+    return {first: plan_first, second: plan_second}
+
+
+def _guests(plan: CyclePlan, host: LanguagePool) -> Guests | None:
+    """What ``plan`` exported or set aside, offered to ``host``'s topics."""
+    ids = sorted(plan.shared)
+    if not ids:
+        return None
+    return Guests(ids, host.member_vectors(ids), np.array([plan.shared[i] for i in ids]))
+
+
+def _by_root(leaves: Sequence[str], roots: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Leaves ordered by their top-level topic, and where each top-level topic's run starts."""
+    ordered = np.array(roots, dtype=object)
+    order = np.argsort(ordered, kind="stable")
+    ordered = ordered[order]
+    return [leaves[i] for i in order], np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+
+
+def _best_two(vectors: np.ndarray, centroids: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per vector: its nearest centroid, the cosine to it, and the best cosine to a centroid of any
+    other top-level topic (``starts``: where each top-level topic's run of centroids begins)."""
+    best_leaf, best, second = [], [], []
+    for chunk in np.array_split(np.arange(len(vectors)), max(1, len(vectors) // 1024)):
+        sims = vectors[chunk] @ centroids.T
+        best_leaf.append(sims.argmax(axis=1))
+        best.append(sims.max(axis=1))
+        per_root = np.maximum.reduceat(sims, starts, axis=1)
+        second.append(np.partition(per_root, -2, axis=1)[:, -2] if per_root.shape[1] > 1
+                      else np.full(len(chunk), -1.0))
+    return np.concatenate(best_leaf), np.concatenate(best), np.concatenate(second)
+
+
 
 
 def _means(topics: Sequence[Topic], dimension: int) -> np.ndarray:

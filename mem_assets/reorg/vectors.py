@@ -18,7 +18,7 @@ better than either alone (docs/reorg.md, "Combined English space"); its e5 half 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import dagster as dg
 import numpy as np
@@ -70,13 +70,35 @@ def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
     return chosen
 
 
+def to_shared(space: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The map from ``space`` to the space all languages share (e5 ``query:``), where a memory may
+    be offered to the other language's topics; None for a space without an e5 part. Linear, so a
+    mean maps to the mean (the combined space's e5 half, unscaled: cosines ignore the scale)."""
+    if space == E5_SPACE:
+        return _same
+    if space == COMBINED_SPACE:
+        return _e5_half
+    return None
+
+
+def _same(vectors: np.ndarray) -> np.ndarray:
+    return vectors
+
+
+def _e5_half(vectors: np.ndarray) -> np.ndarray:
+    return np.asarray(vectors)[..., -E5_DIMENSION:]
+
+
 class TopicVectorsResource(dg.ConfigurableResource):
     """Per language, the space its topics live in: e5 for ``MEMTEND_TOPIC_E5_LANGUAGES`` (default
-    zh), combined for ``MEMTEND_TOPIC_COMBINED_LANGUAGES``, else the embedder's."""
+    zh), combined for ``MEMTEND_TOPIC_COMBINED_LANGUAGES``, else the embedder's; and whether a
+    memory may join the other language's topics (``MEMTEND_TOPIC_CROSS_LANGUAGE``)."""
 
     #: pydantic copies field defaults, so the lists are not shared.
     e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)  # noqa: RUF012
     combined_languages: list[str] = list(DEFAULT_COMBINED_LANGUAGES)  # noqa: RUF012
+    #: ``MEMTEND_TOPIC_CROSS_LANGUAGE``: memories may join the other language's topics.
+    cross_language: bool = True
 
     def space(self, language: str) -> str:
         if language in self.combined_languages:
