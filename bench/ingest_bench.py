@@ -13,7 +13,7 @@ figures include embedding; the load average is printed with them.
 The ratio is raw seconds over ingest seconds (target >= 0.8); the slowest single existence check
 and write of the run are printed (target < 2 s), and the 1-minute load before and after.
 
-    python bench/ingest_bench.py [--scales 20000 100000] [--batch-size 2000]
+    python bench/ingest_bench.py [--scales 20000 100000] [--batch-size 1000]
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[10_000],
                         help="items per run; the issue's scales are 20000 100000")
-    parser.add_argument("--batch-size", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=1000)
     args = parser.parse_args()
     settings = load_settings()
     neo4j = Neo4jResource(uri=ensure_neo4j_uri(settings), embedding_dimension=settings.dimension)

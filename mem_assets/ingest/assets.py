@@ -12,7 +12,9 @@ from mem_resources.run_policy import NEO4J_WRITE_POOL, OWNERS
 
 
 class IngestConfig(WorkingMemoryConfig):
-    batch_size: int = Field(default=2000, ge=1, description="Items per write transaction.")
+    batch_size: int = Field(default=1000, ge=1, description=(
+        "Items per write transaction (at 1,000 the slowest write of a 100k ingest stays near 1 s; "
+        "vector-index insertion makes a 2,000-item write ~2 s)."))
     max_text_chars: int = Field(default=8000, ge=1, description="Longer memory texts are quarantined.")
 
 
