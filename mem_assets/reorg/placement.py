@@ -256,6 +256,10 @@ class _Cycle:
                     self.nearest[int(row)] = (tid, float(score), AMBIGUOUS)
                 else:
                     choices.setdefault(tid, []).append(int(row))
+        self.grow_leaves(choices)
+
+    def grow_leaves(self, choices: Mapping[str, Sequence[int]]) -> None:
+        """Add each topic's chosen rows; the members of topics about to be cut need their vectors."""
         full = [m for tid, rows in choices.items()
                 if self.topics[tid].member_count + len(rows) > self.params.max_members
                 for m in self.topics[tid].children]
@@ -388,13 +392,7 @@ class _Cycle:
             else:
                 choices.setdefault(tid, []).append(first_row + k)
                 self.plan.guests_joined.add(gid)
-        full = [m for tid, rows in choices.items()
-                if self.topics[tid].member_count + len(rows) > self.params.max_members
-                for m in self.topics[tid].children]
-        if full:
-            self.member_vectors(full)
-        for tid in sorted(choices):
-            self.grow_leaf(tid, choices[tid])
+        self.grow_leaves(choices)
 
     # -- new topics from what is left -----------------------------------------------------------
     def group(self) -> None:
