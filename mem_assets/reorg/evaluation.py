@@ -48,7 +48,9 @@ from mem_assets.reorg.vectors import (
     DEFAULT_E5_LANGUAGES,
     E5_SPACE,
     MAIN_SPACE,
-    combine,
+    NEEDS_E5,
+    in_spaces,
+    space_of,
     to_shared,
 )
 from mem_resources.embedder import EmbedderResource, e5_query_embed
@@ -127,10 +129,6 @@ def near_duplicates(topics: dict[str, Topic], params_of: Callable[[str], Placeme
             for sim, a, b in sorted(pairs, key=lambda pair: -pair[0])]
 
 
-#: Which embeddings each space's vectors are made of.
-_PARTS = {MAIN_SPACE: (MAIN_SPACE,), E5_SPACE: (E5_SPACE,), COMBINED_SPACE: (MAIN_SPACE, E5_SPACE)}
-
-
 @dataclass
 class _Forest:
     """One tenant's topics and unplaced rows after its last cycle, with per-batch counts."""
@@ -140,6 +138,18 @@ class _Forest:
     reasons: Counter[str] = field(default_factory=Counter)
     per_batch: list[BatchFigures] = field(default_factory=list)
     left_per_batch: list[int] = field(default_factory=list)
+
+
+def _embedded(embed: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str],
+              rows: set[int]) -> list[np.ndarray | None]:
+    """Vectors of the ``rows`` of ``texts`` (one call), None for the others."""
+    chosen = sorted(rows)
+    out: list[np.ndarray | None] = [None] * len(texts)
+    if chosen:
+        for row, vector in zip(chosen, np.asarray(embed([texts[r] for r in chosen]), dtype=np.float32),
+                               strict=True):
+            out[row] = vector
+    return out
 
 
 def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, params: PlacementParams,
@@ -158,27 +168,18 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
     ids = [f"m{i}" for i in range(len(items))]
     langs = languages(item.text for item in items)
     texts = [item.text for item in items]
-
-    def space_of(lang: str) -> str:
-        if lang in combined_languages:
-            return COMBINED_SPACE
-        return E5_SPACE if lang in e5_languages else MAIN_SPACE
-
-    spaces = {lang: space_of(lang) for lang in sorted(set(langs.tolist()))}
+    spaces = {lang: space_of(lang, e5_languages, combined_languages) for lang in sorted(set(langs.tolist()))}
     across = cross is not None and all(to_shared(space) is not None for space in spaces.values())
     # Each space holds its languages' texts (every text when memories may join the other language).
     rows_of = {space: (np.arange(len(texts)) if across
                        else np.flatnonzero([spaces[str(lang)] == space for lang in langs]))
                for space in set(spaces.values())}
-    needs = {part: sorted({int(r) for space, rows in rows_of.items() if part in _PARTS[space] for r in rows})
-             for part in (MAIN_SPACE, E5_SPACE)}
-    made = {MAIN_SPACE: embedder.embed, E5_SPACE: e5}
-    parts = {part: dict(zip(rows, np.asarray(made[part]([texts[r] for r in rows]), dtype=np.float32), strict=True))
-             for part, rows in needs.items() if rows}
-    vectors: dict[str, np.ndarray] = {}
-    for space, rows in rows_of.items():
-        halves = [np.stack([parts[part][int(r)] for r in rows]) for part in _PARTS[space]]
-        vectors[space] = combine(*halves) if space == COMBINED_SPACE else halves[0]
+    main = _embedded(embedder.embed, texts, {int(r) for space, rows in rows_of.items() if space != E5_SPACE
+                                             for r in rows})
+    e5_parts = _embedded(e5, texts, {int(r) for space, rows in rows_of.items() if space in NEEDS_E5 for r in rows})
+    vectors = {space: np.stack(in_spaces([space] * len(rows), [main[int(r)] for r in rows],
+                                         [e5_parts[int(r)] for r in rows]))
+               for space, rows in rows_of.items()}
     position = {space: {ids[int(r)]: k for k, r in enumerate(rows)} for space, rows in rows_of.items()}
 
     def params_of(lang: str) -> PlacementParams:

@@ -57,6 +57,13 @@ def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -
                       np.sqrt(weight) * normalize(np.asarray(e5, dtype=np.float64))]).astype(np.float32)
 
 
+def space_of(language: str, e5_languages: Sequence[str], combined_languages: Sequence[str]) -> str:
+    """The topic space of ``language``: combined, e5, else the embedder's."""
+    if language in combined_languages:
+        return COMBINED_SPACE
+    return E5_SPACE if language in e5_languages else MAIN_SPACE
+
+
 def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
               e5: Sequence[np.ndarray | None]) -> list[np.ndarray]:
     """Each row's vector in its space from its embedder (``main``) and e5 parts (a part its space
@@ -101,9 +108,7 @@ class TopicVectorsResource(dg.ConfigurableResource):
     cross_language: bool = True
 
     def space(self, language: str) -> str:
-        if language in self.combined_languages:
-            return COMBINED_SPACE
-        return E5_SPACE if language in self.e5_languages else MAIN_SPACE
+        return space_of(language, self.e5_languages, self.combined_languages)
 
     def embed(self, space: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
         """Vectors of ``texts`` in ``space`` (made afresh: no kept vector is read)."""
