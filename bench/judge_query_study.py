@@ -22,7 +22,6 @@ import pickle
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from sklearn.model_selection import GroupKFold
@@ -84,10 +83,9 @@ def _both_orders(featurizer: StudyFeaturizer, rows: list[dict]) -> tuple[np.ndar
     return both[:len(rows)], both[len(rows):]
 
 
-def oof(candidate: str, seeds: Sequence[int], make: Callable[[list[dict]], Any] | None = None) -> None:
-    """``make``: the candidate's featurizer for these rows (default: ``COLUMNS[candidate]``)."""
+def oof(candidate: str, seeds: Sequence[int]) -> None:
     rows = training.read_pairs(training.TRAIN_FILE)
-    featurizer = (make or (lambda r: _featurizer(r, COLUMNS[candidate])))(rows + training.read_pairs(LOCOMO_TRAIN))
+    featurizer = _featurizer(rows + training.read_pairs(LOCOMO_TRAIN), COLUMNS[candidate])
     features, swapped = _both_orders(featurizer, rows)
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
@@ -112,9 +110,9 @@ def oof(candidate: str, seeds: Sequence[int], make: Callable[[list[dict]], Any] 
         (WORK / f"final_{candidate}.pkl").write_bytes(pickle.dumps(model))
 
 
-def _locomo(candidate: str, thresholds: Mapping[str, float], make: Callable[[list[dict]], Any] | None = None) -> dict:
+def _locomo(candidate: str, thresholds: Mapping[str, float]) -> dict:
     rows = training.read_pairs(LOCOMO_TRAIN)
-    featurizer = (make or (lambda r: _featurizer(r, COLUMNS[candidate])))(rows)
+    featurizer = _featurizer(rows, COLUMNS[candidate])
     features, swapped = _both_orders(featurizer, rows)
     if candidate == "v7":
         shipped = judge_model.load("accurate")
