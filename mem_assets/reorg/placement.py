@@ -21,6 +21,9 @@ level-1 sub-topics) and its pool of unplaced memories:
 Across languages (``plan_languages`` with ``CrossParams``): each language is planned in its own
 space, but a memory that fits no topic of its own language may join the other language's nearest
 level-1 topic in a space both share (multilingual-e5), each side centred on its own language's mean.
+Measured and off (docs/reorg.md, "Refining new topics"): ``RefineParams`` (members of a cycle's new
+topics move to a nearer new topic) and ``CrossParams.group_similarity`` (small groups offered across
+languages by their mean).
 
 A pre-existing topic whose memories changed by at least ``refresh_fraction`` (or that became a
 level-2 topic) is due for a new summary. Pure: no Dagster, no Neo4j; the vectors of members of a
