@@ -72,11 +72,13 @@ def _partitions(vectors: np.ndarray, k: int) -> dict[str, np.ndarray]:
 
 
 def ceiling(items: Sequence[EvalItem], main: dict[str, np.ndarray], e5: dict[str, np.ndarray],
-            leaves: int | None = None) -> dict[str, Any]:
+            leaves: int | None = None, lsa: dict[str, np.ndarray] | None = None,
+            lsa_weight: float = 0.0) -> dict[str, Any]:
     """Purity at 100 % placed of a partition with the true number of labels (per tenant; per
     language in its shipped space — en combined, zh e5 — and, across languages, everything in the
     e5 space, each language centred on its own mean). ``leaves``: KMeans with that many clusters
-    too (the shipped plan's leaf count, split over tenants and languages by size)."""
+    too (the shipped plan's leaf count, split over tenants and languages by size). ``lsa``: a part
+    joined to each language's space with ``lsa_weight`` (bench/topic_vectors_study.py)."""
     truth = np.array([i.topic for i in items], dtype=object)
     langs = languages(i.text for i in items)
     tenants = np.array([i.tenant for i in items], dtype=object)
@@ -92,6 +94,9 @@ def ceiling(items: Sequence[EvalItem], main: dict[str, np.ndarray], e5: dict[str
                     raw = (np.array([e5[items[r].text] for r in rows]) if lang == "zh" else
                            combine(np.array([main[items[r].text] for r in rows]),
                                    np.array([e5[items[r].text] for r in rows])))
+                    if lsa is not None:
+                        raw = np.hstack([np.sqrt(1 - lsa_weight) * normalize(raw),
+                                         np.sqrt(lsa_weight) * np.array([lsa[items[r].text] for r in rows])])
                     vectors = _centred(raw)
                 else:
                     vectors = np.zeros((len(rows), 384))
