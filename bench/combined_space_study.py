@@ -62,10 +62,8 @@ def embed_all(texts: list[str], cache: Path) -> tuple[dict[str, np.ndarray], dic
     return dict(zip(texts, main, strict=True)), dict(zip(texts, e5, strict=True))
 
 
-def growth_check(items: Sequence[EvalItem], vectors: dict[str, np.ndarray], params: PlacementParams,
-                 **extra: Any) -> dict[str, Any]:
-    """tests/test_topic_growth.py's assertions on the tree, without Dagster or Neo4j (``extra``:
-    more ``plan_cycle`` arguments)."""
+def growth_check(items: Sequence[EvalItem], vectors: dict[str, np.ndarray], params: PlacementParams) -> dict[str, Any]:
+    """tests/test_topic_growth.py's assertions on the tree, without Dagster or Neo4j."""
     ids = [f"m{k}" for k in range(len(items))]
     theme = {ids[k]: items[k].topic for k in range(len(items))}
     matrix = {ids[k]: vectors[items[k].text] for k in range(len(items))}
@@ -87,9 +85,9 @@ def growth_check(items: Sequence[EvalItem], vectors: dict[str, np.ndarray], para
 
     first = [m for k, m in enumerate(ids) if items[k].batch == 1]
     second = [m for k, m in enumerate(ids) if items[k].batch == 2]
-    plan1 = plan_cycle({}, first, lookup(first), ["en"] * len(first), params, lookup, **extra)
+    plan1 = plan_cycle({}, first, lookup(first), ["en"] * len(first), params, lookup)
     pool = sorted(plan1.set_aside) + second
-    plan2 = plan_cycle(plan1.topics, pool, lookup(pool), ["en"] * len(pool), params, lookup, **extra)
+    plan2 = plan_cycle(plan1.topics, pool, lookup(pool), ["en"] * len(pool), params, lookup)
     before, after = roots(plan1.topics), roots(plan2.topics)
     first_homes = homes(before)
     ok = set(first_homes) == set(GROWTH_THEMES) and all(len(h) == 1 for h in first_homes.values())

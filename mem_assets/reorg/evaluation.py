@@ -37,7 +37,6 @@ from mem_assets.reorg.placement import (
     CrossParams,
     LanguagePool,
     PlacementParams,
-    RefineParams,
     Topic,
     near_duplicate_roots,
     plan_languages,
@@ -158,8 +157,7 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                     e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed,
                     combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
                     combined_params: PlacementParams = COMBINED_PARAMS,
-                    cross: CrossParams | None = CROSS_PARAMS,
-                    refine: RefineParams | None = None) -> TopicReport:
+                    cross: CrossParams | None = CROSS_PARAMS) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
     embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space (``e5``)
     with ``e5_params``, for ``combined_languages`` in the combined space with ``combined_params``;
@@ -211,7 +209,7 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                 pools[lang] = LanguagePool({tid: t for tid, t in forest.topics.items() if t.language == lang},
                                            members, lookup(lang)(members), params_of(lang), lookup(lang),
                                            to_shared(spaces[lang]))
-            for plan in plan_languages(pools, cross if across else None, refine=refine).values():
+            for plan in plan_languages(pools, cross if across else None).values():
                 topics.update(plan.topics)
                 left.extend(row_of[m] for m in plan.set_aside)
                 reasons.update(aside.reason for aside in plan.set_aside.values())

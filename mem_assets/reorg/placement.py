@@ -21,9 +21,6 @@ level-1 sub-topics) and its pool of unplaced memories:
 Across languages (``plan_languages`` with ``CrossParams``): each language is planned in its own
 space, but a memory that fits no topic of its own language may join the other language's nearest
 level-1 topic in a space both share (multilingual-e5), each side centred on its own language's mean.
-Measured and off (docs/reorg.md, "Refining new topics"): ``RefineParams`` (members of a cycle's new
-topics move to a nearer new topic) and ``CrossParams.group_similarity`` (small groups offered across
-languages by their mean).
 
 A pre-existing topic whose memories changed by at least ``refresh_fraction`` (or that became a
 level-2 topic) is due for a new summary. Pure: no Dagster, no Neo4j; the vectors of members of a
@@ -92,24 +89,6 @@ class CrossParams:
 
     place_similarity: float = 0.25
     place_margin: float = 0.05
-    #: Offer a left-over small group (memories grouped together but too few for a topic) by its
-    #: mean in the shared space, at these thresholds; members of a group that fits nowhere are
-    #: still offered one by one. None: every memory alone.
-    group_similarity: float | None = None
-    group_margin: float = 0.05
-
-
-@dataclass(frozen=True)
-class RefineParams:
-    """After a cycle's own memories are placed, members of the level-1 topics this cycle made
-    from its groups move to another such topic whose centroid (topic space) is nearer by at
-    least ``margin`` than their own topic's (without them), for up to ``rounds`` rounds; a
-    topic never passes ``max_members`` nor falls below ``min_cluster_size`` by it. Pre-existing
-    topics and the memories placed into them are left alone."""
-
-    rounds: int = 0
-    margin: float = 0.05
-    leave_out: bool = True
 
 
 #: Chosen on the tuning parts by bench/cross_language_rule.md (docs/reorg.md, "Across languages").
@@ -136,7 +115,6 @@ class Guests:
     ids: list[str]
     vectors: np.ndarray
     shared: np.ndarray
-    groups: list[int] | None = None
 
 
 @dataclass
@@ -179,8 +157,6 @@ class CyclePlan:
     #: Guests (the other language's memories) that joined a topic here, and those that did not.
     guests_joined: set[str] = field(default_factory=set)
     guests_left: dict[str, SetAside] = field(default_factory=dict)
-    #: The small group each offered own memory was in (``CrossParams.group_similarity``).
-    groups: dict[str, int] = field(default_factory=dict)
     #: Shared-space vectors of the own memories exported or set aside (offered to the other side).
     shared: dict[str, np.ndarray] = field(default_factory=dict)
     means: dict[str, np.ndarray] = field(default_factory=dict)
@@ -201,10 +177,8 @@ class _Cycle:
                  member_vectors: Callable[[Sequence[str]], np.ndarray],
                  new_id: Callable[[Sequence[str]], str], cross: CrossParams | None = None,
                  to_shared: Callable[[np.ndarray], np.ndarray] | None = None,
-                 abroad: Abroad | None = None, guests: Guests | None = None,
-                 refine: RefineParams | None = None) -> None:
+                 abroad: Abroad | None = None, guests: Guests | None = None) -> None:
         self.params = params
-        self.refine_params = refine
         self.cross = cross if to_shared is not None else None
         self.to_shared = to_shared
         self.abroad = abroad
@@ -225,8 +199,6 @@ class _Cycle:
         self.unplaced = np.ones(len(self.ids), dtype=bool)
         self.nearest: dict[int, tuple[str | None, float, str]] = {}
         self.group_size = np.ones(len(self.ids), dtype=np.int64)
-        self.group_of = np.full(len(self.ids), -1, dtype=np.int64)
-        self.fresh: set[str] = set()
         self.own_rows = len(self.ids)
         self.plan.means = dict(self.space.means)
 
@@ -342,9 +314,7 @@ class _Cycle:
         leaf.member_count = len(first)
         self.plan.grown.add(tid)
         for part in others:
-            new = self._new_leaf([member_ids[i] for i in part], raw[part], leaf.parent)
-            if tid in self.fresh:
-                self.fresh.add(new)
+            self._new_leaf([member_ids[i] for i in part], raw[part], leaf.parent)
 
     def _moved(self, member: str, tid: str) -> None:
         if member in self.plan.placed:
@@ -388,37 +358,12 @@ class _Cycle:
         if not len(rows):
             return
         leaves = self.abroad.leaves
-        shared = self._shared(self.vectors[rows])
-        for k, leaf, score in self._group_offers(shared, self.group_of[rows], self.abroad):
-            self.unplaced[rows[k]] = False
-            self.plan.exported.update((self.ids[rows[i]], SetAside(NO_SIMILAR_TOPIC, leaf, score, len(k)))
-                                      for i in k)
-        rows = rows[self.unplaced[rows]]
-        if not len(rows):
-            return
         best_leaf, best, second = _best_two(self._shared(self.vectors[rows]), self.abroad.centroids,
                                             self.abroad.starts)
         for row, leaf, score, other in zip(rows, best_leaf, best, second, strict=True):
             if score >= self.cross.place_similarity and score - other >= self.cross.place_margin:
                 self.unplaced[row] = False
                 self.plan.exported[self.ids[row]] = SetAside(NO_SIMILAR_TOPIC, leaves[int(leaf)], float(score), 1)
-
-    def _group_offers(self, shared: np.ndarray, groups: np.ndarray,
-                      abroad: Abroad) -> list[tuple[np.ndarray, str, float]]:
-        """Small groups (two or more of ``shared``'s rows with one group id >= 0) whose mean fits
-        one of ``abroad``'s topics: their rows (indices into ``shared``), that topic, the cosine."""
-        assert self.cross is not None
-        if self.cross.group_similarity is None or not len(abroad.leaves):
-            return []
-        units = [np.flatnonzero(groups == g) for g in np.unique(groups[groups >= 0])]
-        units = [k for k in units if len(k) >= 2]
-        if not units:
-            return []
-        means = normalize(np.array([shared[k].mean(axis=0) for k in units]))
-        best_leaf, best, second = _best_two(means, abroad.centroids, abroad.starts)
-        return [(k, abroad.leaves[int(leaf)], float(score))
-                for k, leaf, score, other in zip(units, best_leaf, best, second, strict=True)
-                if score >= self.cross.group_similarity and score - other >= self.cross.group_margin]
 
     def host_guests(self) -> None:
         """The other language's memories join this language's level-1 topics they fit."""
@@ -438,16 +383,7 @@ class _Cycle:
         self.ids.extend(guests.ids)
         self.vectors = np.vstack([self.vectors, np.asarray(guests.vectors, dtype=np.float32)])
         self.unplaced = np.r_[self.unplaced, np.zeros(len(guests.ids), dtype=bool)]
-        grouped: set[int] = set()
-        if guests.groups is not None:
-            for k, tid, _ in self._group_offers(guests.shared, np.asarray(guests.groups),
-                                                 Abroad(leaves, starts, centroids)):
-                choices.setdefault(tid, []).extend(first_row + int(i) for i in k)
-                self.plan.guests_joined.update(guests.ids[int(i)] for i in k)
-                grouped.update(int(i) for i in k)
         for k, (gid, leaf, score, other) in enumerate(zip(guests.ids, best_leaf, best, second, strict=True)):
-            if k in grouped:
-                continue
             tid = leaves[int(leaf)]
             if score < self.cross.place_similarity:
                 self.plan.guests_left[gid] = SetAside(NO_SIMILAR_TOPIC, tid, float(score), 1)
@@ -469,7 +405,6 @@ class _Cycle:
                                                  self.params.seed)]
             for g in (g for theme in nested for g in theme):
                 self.group_size[g] = len(g)
-                self.group_of[g] = int(g[0])
             units = [kept for theme in nested
                      if (kept := [g for g in theme if len(g) >= self.params.min_cluster_size])]
             if not units:
@@ -519,66 +454,10 @@ class _Cycle:
         raw = self.vectors[rows]
         self.unplaced[rows] = False
         self.plan.placed.update(dict.fromkeys(member_ids, ""))
-        self.fresh.add(self._new_leaf(member_ids, raw, parent, lang))
+        self._new_leaf(member_ids, raw, parent, lang)
         if parent is not None:
             self.topics[parent].vector_sum = self.topics[parent].vector_sum + raw.sum(axis=0, dtype=np.float64)
             self.topics[parent].member_count += len(rows)
-
-    # -- refining this cycle's new topics ----------------------------------------------------------
-    def refine(self) -> None:
-        """Members of this cycle's new leaves move to a nearer new leaf (``RefineParams``)."""
-        params = self.refine_params
-        if params is None:
-            return
-        own = {self.ids[row]: row for row in range(self.own_rows)}
-        for _ in range(params.rounds):
-            moves = 0
-            for lang in sorted({self.topics[t].language for t in self.fresh if t in self.topics}):
-                leaves = sorted(t for t in self.fresh
-                                if t in self.topics and self.topics[t].level == 1 and self.topics[t].language == lang)
-                if len(leaves) >= 2:
-                    moves += self._refine_round(leaves, own, params)
-            if not moves:
-                return
-
-    def _refine_round(self, leaves: list[str], own: Mapping[str, int], params: RefineParams) -> int:
-        members = [(m, at) for at, tid in enumerate(leaves) for m in self.topics[tid].children if m in own]
-        if not members:
-            return 0
-        rows = np.array([own[m] for m, _ in members])
-        at = np.array([a for _, a in members])
-        topics = [self.topics[tid] for tid in leaves]
-        lang = topics[0].language
-        sims = self.projected[rows] @ self._centroids(leaves).T
-        own_sim = sims[np.arange(len(rows)), at]
-        if params.leave_out:
-            counts = np.array([t.member_count for t in topics])[at]
-            without = np.array([topics[a].vector_sum for a in at]) - self.vectors[rows].astype(np.float64)
-            own_sim = np.einsum("ij,ij->i", self.projected[rows], self.space.project(
-                without / np.maximum(counts - 1, 1)[:, None], [lang] * len(rows)))
-        sims[np.arange(len(rows)), at] = -np.inf
-        best = sims.argmax(axis=1)
-        gain = sims[np.arange(len(rows)), best] - own_sim
-        moved = 0
-        for k in np.argsort(-gain, kind="stable"):
-            if gain[k] < params.margin:
-                break
-            source, target = topics[at[k]], topics[best[k]]
-            if target.member_count >= self.params.max_members \
-                    or source.member_count - 1 < max(self.params.min_cluster_size, 2):
-                continue
-            member, raw = members[k][0], self.vectors[rows[k]].astype(np.float64)
-            source.children = [m for m in source.children if m != member]
-            source.vector_sum = source.vector_sum - raw
-            source.member_count -= 1
-            self._add_to_ancestors(source.id, -raw, -1)
-            target.children = target.children + [member]
-            target.vector_sum = target.vector_sum + raw
-            target.member_count += 1
-            self._add_to_ancestors(target.id, raw, 1)
-            self.plan.placed[member] = target.id
-            moved += 1
-        return moved
 
     # -- near-duplicate themes -------------------------------------------------------------------
     def merge_roots(self) -> None:
@@ -606,9 +485,7 @@ class _Cycle:
         topic.level = 2
         topic.children = []
         self.plan.promoted.add(key)
-        leaf = self._new_leaf(members, raw, key)
-        if key in self.fresh:
-            self.fresh.add(leaf)
+        self._new_leaf(members, raw, key)
 
     def _absorb(self, keep: str, gone: str) -> None:
         target, other = self.topics[keep], self.topics[gone]
@@ -641,7 +518,6 @@ class _Cycle:
             if offered:
                 shared = self._shared(self.vectors[offered])
                 self.plan.shared = {self.ids[row]: shared[k] for k, row in enumerate(offered)}
-                self.plan.groups = {self.ids[row]: int(self.group_of[row]) for row in offered}
         for row in np.flatnonzero(self.unplaced):
             tid, score, reason = self.nearest.get(int(row), (None, float("nan"), NO_SIMILAR_TOPIC))
             self.plan.set_aside[self.ids[row]] = SetAside(reason, tid, score, int(self.group_size[row]))
@@ -662,7 +538,7 @@ def plan_cycle(topics: Mapping[str, Topic], ids: Sequence[str], vectors: np.ndar
                member_vectors: Callable[[Sequence[str]], np.ndarray],
                new_id: Callable[[Sequence[str]], str] = default_topic_id, cross: CrossParams | None = None,
                to_shared: Callable[[np.ndarray], np.ndarray] | None = None, abroad: Abroad | None = None,
-               guests: Guests | None = None, refine: RefineParams | None = None) -> CyclePlan:
+               guests: Guests | None = None) -> CyclePlan:
     """One cycle: offer the pool (``ids``/``vectors``/``langs``) to ``topics``, group the rest,
     offer again. ``topics`` is not changed; the plan holds the new forest. With ``cross`` (and
     ``to_shared``, this space's vectors to the shared space), what fits no own topic goes to
@@ -670,15 +546,13 @@ def plan_cycle(topics: Mapping[str, Topic], ids: Sequence[str], vectors: np.ndar
 
     Fits run on one thread: most are small, where waking a thread pool costs more than the fit.
     """
-    cycle = _Cycle(topics, ids, vectors, langs, params, member_vectors, new_id, cross, to_shared, abroad, guests,
-                   refine)
+    cycle = _Cycle(topics, ids, vectors, langs, params, member_vectors, new_id, cross, to_shared, abroad, guests)
     with threadpool_limits(limits=1):
         if len(cycle.ids):
             cycle.offer()
             cycle.export()
             cycle.group()
             cycle.offer()
-            cycle.refine()
             cycle.export()
         cycle.host_guests()
         if len(cycle.ids):
@@ -725,8 +599,7 @@ def abroad_of(topics: Mapping[str, Topic], to_shared: Callable[[np.ndarray], np.
 
 
 def plan_languages(pools: Mapping[str, LanguagePool], cross: CrossParams | None = None,
-                   new_id: Callable[[Sequence[str]], str] = default_topic_id,
-                   refine: RefineParams | None = None) -> dict[str, CyclePlan]:
+                   new_id: Callable[[Sequence[str]], str] = default_topic_id) -> dict[str, CyclePlan]:
     """One cycle per language. With ``cross`` and two languages that both map to the shared space,
     the larger language (pool plus topics) is planned first, offering what fits none of its own
     topics to the other's topics as they stood; the other is planned next, offering its misfits to
@@ -736,7 +609,7 @@ def plan_languages(pools: Mapping[str, LanguagePool], cross: CrossParams | None 
     def alone(lang: str, **extra: object) -> CyclePlan:
         pool = pools[lang]
         return plan_cycle(pool.topics, pool.ids, pool.vectors, [lang] * len(pool.ids), pool.params,
-                          pool.member_vectors, new_id, refine=refine, **extra)  # type: ignore[arg-type]
+                          pool.member_vectors, new_id, **extra)  # type: ignore[arg-type]
 
     shared = [lang for lang, pool in pools.items() if pool.to_shared is not None]
     if cross is None or len(pools) != 2 or len(shared) != 2:
@@ -763,8 +636,7 @@ def _guests(plan: CyclePlan, host: LanguagePool) -> Guests | None:
     ids = sorted(plan.shared)
     if not ids:
         return None
-    return Guests(ids, host.member_vectors(ids), np.array([plan.shared[i] for i in ids]),
-                  [plan.groups.get(i, -1) for i in ids])
+    return Guests(ids, host.member_vectors(ids), np.array([plan.shared[i] for i in ids]))
 
 
 def _by_root(leaves: Sequence[str], roots: Sequence[str]) -> tuple[list[str], np.ndarray]:
