@@ -19,54 +19,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_query_study import COLUMNS, LOCOMO_TRAIN, WORK, _both_orders, _featurizer
+from judge_learning_curve import _pipeline_inputs
+from judge_query_study import COLUMNS, LOCOMO_TRAIN, WORK, oof
 
 from mem_assets.dedup import judge_model, training
-from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
-from mem_assets.dedup.pair_features import FEATURE_NAMES
-from mem_resources.memory_model import normalize_text
 
 CANDIDATES = {"D1": training.PARAMS["accurate"] | {"n_estimators": 600},
               "D2": training.PARAMS["accurate"] | {"max_depth": 5}}
 
 
-def _inputs(rows: list[dict]) -> tuple:
-    featurizer = _featurizer(rows, COLUMNS["v7"])
-    features, swapped = _both_orders(featurizer, rows)
-    exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
-    return featurizer, features, swapped, features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD, exact
-
-
-def oof(name: str, seeds: Sequence[int]) -> None:
-    rows = training.read_pairs(training.TRAIN_FILE)
-    featurizer, features, swapped, candidate, exact = _inputs(rows)
-    truth = np.array([r["label"] for r in rows])
-    groups = np.array([r["group"] for r in rows])
-    for seed in seeds:
-        path = WORK / f"oof_{name}_{seed}.npy"
-        if path.exists():
-            continue
-        probabilities = np.zeros((len(rows), len(training.CLASSES)))
-        for fit_rows, test_rows in GroupKFold(5, shuffle=True, random_state=seed).split(features, truth, groups):
-            negatives = training.easy_negatives([rows[i] for i in fit_rows], featurizer, seed)
-            model = training._fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives, CANDIDATES[name])
-            probabilities[test_rows] = judge_model.symmetrize(model.predict_proba(features[test_rows]),
-                                                              model.predict_proba(swapped[test_rows]),
-                                                              training.CLASSES)
-        np.save(path, training._as_pipeline(probabilities, candidate, exact))
-    final = WORK / f"final_{name}.pkl"
-    if 0 in seeds and not final.exists():
-        model = training._fit(features, swapped, truth, training.easy_negatives(rows, featurizer, 0), CANDIDATES[name])
-        final.write_bytes(pickle.dumps(model))
-
-
 def _locomo(name: str, thresholds: dict) -> dict:
     rows = training.read_pairs(LOCOMO_TRAIN)
-    _, features, swapped, candidate, exact = _inputs(rows)
+    features, swapped, candidate, exact = _pipeline_inputs(rows)
     if name == "v7":
         shipped = judge_model.load("accurate")
         probabilities = shipped.pair_probabilities(features, swapped)
@@ -105,6 +72,6 @@ def report(seeds: Sequence[int]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "oof":
-        oof(sys.argv[2], [int(s) for s in sys.argv[3].split(",")])
+        oof(sys.argv[2], [int(s) for s in sys.argv[3].split(",")], COLUMNS["v7"], CANDIDATES[sys.argv[2]])
     else:
         report([int(s) for s in sys.argv[2].split(",")])

@@ -22,6 +22,7 @@ import pickle
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.model_selection import GroupKFold
@@ -83,15 +84,19 @@ def _both_orders(featurizer: StudyFeaturizer, rows: list[dict]) -> tuple[np.ndar
     return both[:len(rows)], both[len(rows):]
 
 
-def oof(candidate: str, seeds: Sequence[int]) -> None:
+def oof(candidate: str, seeds: Sequence[int], columns: Sequence[int] | None = None,
+        params: Mapping[str, Any] | None = None) -> None:
+    """``columns`` / ``params``: the candidate's features and tree parameters, if not ``COLUMNS[candidate]``
+    and the accurate recipe's."""
     rows = training.read_pairs(training.TRAIN_FILE)
-    featurizer = _featurizer(rows + training.read_pairs(LOCOMO_TRAIN), COLUMNS[candidate])
+    featurizer = _featurizer(rows + training.read_pairs(LOCOMO_TRAIN),
+                             COLUMNS[candidate] if columns is None else columns)
     features, swapped = _both_orders(featurizer, rows)
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
     candidate_pair = features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD
     exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
-    params = training.PARAMS["accurate"]
+    params = dict(params or training.PARAMS["accurate"])
     for seed in seeds:
         path = WORK / f"oof_{candidate}_{seed}.npy"
         if path.exists():
