@@ -23,27 +23,17 @@ from sklearn.model_selection import GroupKFold
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_query_study import COLUMNS, LOCOMO_TRAIN, WORK, _both_orders, _featurizer
+from judge_query_study import COLUMNS, LOCOMO_TRAIN, WORK, _featurizer, pipeline_inputs
 
 from mem_assets.dedup import judge_model, training
-from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
-from mem_assets.dedup.pair_features import FEATURE_NAMES
-from mem_resources.memory_model import normalize_text
 
 REDUNDANT_THRESHOLDS = (0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96, 0.98)
-
-
-def _pipeline_inputs(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    featurizer = _featurizer(rows, COLUMNS["v7"])
-    features, swapped = _both_orders(featurizer, rows)
-    exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
-    return features, swapped, features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD, exact
 
 
 def curve(fractions: Sequence[float], seeds: Sequence[int]) -> None:
     rows = training.read_pairs(training.TRAIN_FILE)
     featurizer = _featurizer(rows, COLUMNS["v7"])
-    features, swapped, candidate, exact = _pipeline_inputs(rows)
+    features, swapped, candidate, exact = pipeline_inputs(featurizer, rows)
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
     for fraction in fractions:
@@ -76,7 +66,7 @@ def curve(fractions: Sequence[float], seeds: Sequence[int]) -> None:
 
 def locomo() -> None:
     rows = training.read_pairs(LOCOMO_TRAIN)
-    features, swapped, candidate, exact = _pipeline_inputs(rows)
+    features, swapped, candidate, exact = pipeline_inputs(_featurizer(rows, COLUMNS["v7"]), rows)
     shipped = judge_model.load("accurate")
     probabilities = training._as_pipeline(shipped.pair_probabilities(features, swapped), candidate, exact)
     truth = np.array([r["label"] for r in rows])

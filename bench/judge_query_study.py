@@ -84,6 +84,13 @@ def _both_orders(featurizer: StudyFeaturizer, rows: list[dict]) -> tuple[np.ndar
     return both[:len(rows)], both[len(rows):]
 
 
+def pipeline_inputs(featurizer: StudyFeaturizer, rows: list[dict]) -> tuple[np.ndarray, ...]:
+    """Both orders' features, which pairs the candidate search finds, and which are equal texts."""
+    features, swapped = _both_orders(featurizer, rows)
+    exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
+    return features, swapped, features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD, exact
+
+
 def oof(candidate: str, seeds: Sequence[int], columns: Sequence[int] | None = None,
         params: Mapping[str, Any] | None = None) -> None:
     """``columns`` / ``params``: the candidate's features and tree parameters, if not ``COLUMNS[candidate]``
@@ -91,11 +98,9 @@ def oof(candidate: str, seeds: Sequence[int], columns: Sequence[int] | None = No
     rows = training.read_pairs(training.TRAIN_FILE)
     featurizer = _featurizer(rows + training.read_pairs(LOCOMO_TRAIN),
                              COLUMNS[candidate] if columns is None else columns)
-    features, swapped = _both_orders(featurizer, rows)
+    features, swapped, candidate_pair, exact = pipeline_inputs(featurizer, rows)
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
-    candidate_pair = features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD
-    exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
     params = dict(params or training.PARAMS["accurate"])
     for seed in seeds:
         path = WORK / f"oof_{candidate}_{seed}.npy"
@@ -115,10 +120,9 @@ def oof(candidate: str, seeds: Sequence[int], columns: Sequence[int] | None = No
         (WORK / f"final_{candidate}.pkl").write_bytes(pickle.dumps(model))
 
 
-def _locomo(candidate: str, thresholds: Mapping[str, float]) -> dict:
+def _locomo(candidate: str, thresholds: Mapping[str, float], columns: Sequence[int]) -> dict:
     rows = training.read_pairs(LOCOMO_TRAIN)
-    featurizer = _featurizer(rows, COLUMNS[candidate])
-    features, swapped = _both_orders(featurizer, rows)
+    features, swapped, candidate_pair, exact = pipeline_inputs(_featurizer(rows, columns), rows)
     if candidate == "v7":
         shipped = judge_model.load("accurate")
         probabilities, thresholds = shipped.pair_probabilities(features, swapped), shipped.thresholds
@@ -126,8 +130,7 @@ def _locomo(candidate: str, thresholds: Mapping[str, float]) -> dict:
         model = pickle.loads((WORK / f"final_{candidate}.pkl").read_bytes())
         probabilities = judge_model.symmetrize(model.predict_proba(features), model.predict_proba(swapped),
                                                training.CLASSES)
-    exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
-    probabilities = training._as_pipeline(probabilities, features[:, 0] >= WORDLLAMA_THRESHOLD, exact)
+    probabilities = training._as_pipeline(probabilities, candidate_pair, exact)
     predicted = training.apply_thresholds(probabilities, thresholds["redundant"], thresholds["contradictory"])
     truth = np.array([r["label"] for r in rows])
     return {"pairs": len(rows), "thresholds": dict(thresholds),
@@ -137,12 +140,13 @@ def _locomo(candidate: str, thresholds: Mapping[str, float]) -> dict:
             "redundant": int((truth == "redundant").sum())}
 
 
-def report(seeds: Sequence[int]) -> None:
+def report(seeds: Sequence[int], candidates: Mapping[str, Sequence[int]] = COLUMNS) -> None:
+    """``candidates``: each candidate's feature columns (its out-of-fold files named after it)."""
     rows = training.read_pairs(training.TRAIN_FILE)
     truth = np.array([r["label"] for r in rows])
     languages = np.array([r.get("lang", "") for r in rows])
     out = {}
-    for candidate in COLUMNS:
+    for candidate, columns in candidates.items():
         paths = [WORK / f"oof_{candidate}_{seed}.npy" for seed in seeds]
         if not all(p.exists() for p in paths):
             continue
@@ -157,7 +161,7 @@ def report(seeds: Sequence[int]) -> None:
                        "contradictory_f1": round(float(np.mean([s[part]["contradictory"]["f1"] for s in scores])), 3),
                        "wrong_percent": round(float(np.mean([s[part]["wrong_percent"] for s in scores])), 2)}
                 for part in ("all", "en", "zh")}
-        locomo = _locomo(candidate, thresholds) if candidate == "v7" or (WORK / f"final_{candidate}.pkl").exists() \
+        locomo = _locomo(candidate, thresholds, columns) if candidate == "v7" or (WORK / f"final_{candidate}.pkl").exists() \
             else None
         out[candidate] = {"pairs": len(rows), "shuffles": list(seeds), "thresholds": thresholds, "mean": mean,
                           "locomo_train": locomo}
