@@ -15,12 +15,15 @@ space) still reaches the e5 vector for cross-language offers; ``evaluation.in_sp
 ``evaluation.to_shared`` are swapped for the run (the study's seam, as bench/topic_vectors_study.py
 did at d74e45e).
 
-Printed as JSON lines: the true-k ceiling (KMeans, average linkage) per part and space; the shipped
-placement; B-en / B-zh / B-both with thresholds mapped from the shipped ones; the threshold grid
-(synthetic tuning half decides; LoCoMo tune and the growth tenant are checks); the rule's verdict.
-Never given a held-out file.
+Printed as JSON lines: the true-k ceiling (KMeans, average linkage) per part and space
+(``--ceiling``); the shipped placement, B-en / B-zh / B-both at the shipped thresholds, the
+threshold grids of bench/topic_bge_rule.md (synthetic tuning half decides; LoCoMo tune and the
+growth tenant are checks) and each grid's choice; with ``--frontier`` only a diagnostic (each
+part's English purity / placed front in either English space). Never given a held-out file.
 
+    python bench/topic_bge_study.py --ceiling > /tmp/topics_bge/ceiling.jsonl
     python bench/topic_bge_study.py > /tmp/topics_bge/study.jsonl
+    python bench/topic_bge_study.py --frontier > /tmp/topics_bge/frontier.jsonl
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -219,10 +222,91 @@ def gain(row: dict[str, Any], shipped: dict[str, Any]) -> float:
     return round(got["purity"] - base["purity"] + got["placed"] - base["placed"], 4)
 
 
+EN_GRID = {"place_similarity": [0.20, 0.25, 0.30, 0.35, 0.40], "group_similarity": [0.15, 0.20, 0.25, 0.30],
+           "theme_similarity": [0.08, 0.11], "merge_similarity": [0.40, 0.45]}
+ZH_GRID = {"place_similarity": [0.20, 0.25, 0.30], "group_similarity": [0.10, 0.15, 0.20],
+           "merge_similarity": [0.35, 0.40]}
+
+
+def row_of(sets: dict[str, list[EvalItem]], en_space: dict[str, np.ndarray], zh_space: dict[str, np.ndarray],
+           en_params: PlacementParams, zh_params: PlacementParams) -> dict[str, Any]:
+    row: dict[str, Any] = {name: figures(sets[name], en_space, zh_space, en_params, zh_params) for name in SETS}
+    row["growth"] = growth_check(sets["growth"], en_space, en_params)
+    return row
+
+
+def grid(label: str, lang: str, axes: dict[str, list[float]], sets: dict[str, list[EvalItem]],
+         en_space: dict[str, np.ndarray], zh_space: dict[str, np.ndarray], other: PlacementParams,
+         shipped: dict[str, Any]) -> PlacementParams:
+    """One language's thresholds over ``axes`` (the other language at ``other``); prints every
+    setting and the choice, returns the chosen setting (else the best-gain one) for B-both."""
+    base = COMBINED_PARAMS if lang == "en" else E5_PARAMS
+    rows: dict[tuple[float, ...], dict[str, Any]] = {}
+    for combo in itertools.product(*axes.values()):
+        params = replace(base, **dict(zip(axes, combo, strict=True)))
+        en_params, zh_params = (params, other) if lang == "en" else (other, params)
+        row = row_of(sets, en_space, zh_space, en_params, zh_params)
+        row.update(setting=dict(zip(axes, combo, strict=True)), qualifies=qualifies(row, shipped),
+                   gain=gain(row, shipped))
+        rows[combo] = row
+        print(json.dumps({"grid": label, **row}), flush=True)
+
+    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
+        out = []
+        for k, values in enumerate(axes.values()):
+            at = values.index(combo[k])
+            for step in (-1, 1):
+                if 0 <= at + step < len(values):
+                    out.append(rows[(*combo[:k], values[at + step], *combo[k + 1:])])
+        return out
+
+    robust = [c for c, r in rows.items() if r["qualifies"]
+              and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
+    key = lambda c: (rows[c]["gain"], c[0])
+    chosen = max(robust, key=key) if robust else None
+    best = max(rows, key=key)
+    print(json.dumps({"choice": label, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
+                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"],
+                      "best_gain": rows[best]["setting"], "best_gain_row": rows[best],
+                      "neighbours_of_best": [(n["setting"], n["qualifies"], n["gain"]) for n in near(best)]}),
+          flush=True)
+    return replace(base, **dict(zip(axes, chosen or best, strict=True)))
+
+
+
+FRONT_GRID = {"place_similarity": [0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45],
+              "group_similarity": [0.10, 0.15, 0.20, 0.25, 0.30, 0.35], "theme_similarity": [0.05, 0.08, 0.11, 0.14]}
+
+
+def frontier(sets: dict[str, list[EvalItem]], en_spaces: dict[str, dict[str, np.ndarray]],
+             zh_space: dict[str, np.ndarray]) -> None:
+    """Not a choice (each part gets its own best thresholds): per part and English space, the
+    settings no other beats on both English purity and English share placed, and the best English
+    purity at >= 0.90 / 0.95 placed."""
+    for set_name in SETS:
+        for space, vectors in en_spaces.items():
+            points = []
+            for combo in itertools.product(*FRONT_GRID.values()):
+                params = replace(COMBINED_PARAMS, **dict(zip(FRONT_GRID, combo, strict=True)))
+                row = figures(sets[set_name], vectors, zh_space, params, E5_PARAMS)
+                en_purity, en_placed = row["en_purity_placed"]
+                points.append({"setting": combo, "purity": en_purity, "placed": en_placed, "dupes": row["dupes"],
+                               "split": row["split"]})
+            clean = [p for p in points if not p["dupes"]]
+            front = sorted((p for p in clean if not any(q["purity"] >= p["purity"] and q["placed"] >= p["placed"]
+                                                        and (q["purity"], q["placed"]) != (p["purity"], p["placed"])
+                                                        for q in clean)), key=lambda p: p["placed"])
+            best = {f"purity_at_{floor:g}": max((p["purity"] for p in clean if p["placed"] >= floor), default=None)
+                    for floor in (0.90, 0.95)}
+            print(json.dumps({"frontier": set_name, "space": space, **best, "front": front}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_bge"))
-    parser.add_argument("--stage", choices=("ceiling", "scale", "grid"), default="grid")
+    parser.add_argument("--ceiling", action="store_true", help="only the true-k ceiling")
+    parser.add_argument("--frontier", action="store_true",
+                        help="only the diagnostic: English purity / placed fronts per part, shipped vs bge-en space")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     sets = tuning_sets()
@@ -240,12 +324,26 @@ def main() -> None:
     zh_spaces = {"shipped": vec["e5"], "bge": with_e5_tail(vec["bge_zh"], vec["e5"])}
     candidates = {"shipped": ("shipped", "shipped"), "B-en": ("bge", "shipped"),
                   "B-zh": ("shipped", "bge"), "B-both": ("bge", "bge")}
-    for name, (en, zh) in candidates.items():
-        for set_name in SETS:
-            print(json.dumps({"ceiling": name, "set": set_name,
-                              **ceiling(sets[set_name], {"en": en_spaces[en], "zh": zh_spaces[zh]})}), flush=True)
-    if args.stage == "ceiling":
+    if args.ceiling:
+        for name, (en, zh) in candidates.items():
+            for set_name in SETS:
+                print(json.dumps({"ceiling": name, "set": set_name,
+                                  **ceiling(sets[set_name], {"en": en_spaces[en], "zh": zh_spaces[zh]})}), flush=True)
         return
+    if args.frontier:
+        frontier(sets, en_spaces, zh_spaces["shipped"])
+        return
+    shipped = row_of(sets, en_spaces["shipped"], zh_spaces["shipped"], COMBINED_PARAMS, E5_PARAMS)
+    print(json.dumps({"candidate": "shipped", **shipped}), flush=True)
+    for name, (en, zh) in candidates.items():
+        if name != "shipped":
+            row = row_of(sets, en_spaces[en], zh_spaces[zh], COMBINED_PARAMS, E5_PARAMS)
+            print(json.dumps({"candidate": f"{name} (shipped thresholds)", **row,
+                              "qualifies": qualifies(row, shipped)}), flush=True)
+    chosen_en = grid("B-en", "en", EN_GRID, sets, en_spaces["bge"], zh_spaces["shipped"], E5_PARAMS, shipped)
+    chosen_zh = grid("B-zh", "zh", ZH_GRID, sets, en_spaces["shipped"], zh_spaces["bge"], COMBINED_PARAMS, shipped)
+    grid("B-both (English grid)", "en", EN_GRID, sets, en_spaces["bge"], zh_spaces["bge"], chosen_zh, shipped)
+    grid("B-both (Chinese grid)", "zh", ZH_GRID, sets, en_spaces["bge"], zh_spaces["bge"], chosen_en, shipped)
 
 
 if __name__ == "__main__":
