@@ -11,10 +11,13 @@ near-duplicate check). Chinese stays at bge-zh 0.30 / 0.15 (absolute). Nothing i
 production: ``placement.plan_cycle`` is wrapped for the run (the study's seam).
 
 Printed as JSON lines: the shipped row, each family's grid on T1 / T2 / GT with the thresholds it
-gave per tenant, and each family's choice. ``--final Q|Z`` scores the chosen setting of a family
-that qualified on the held-out half, LoCoMo held-out and the whole synthetic set, once.
+gave per tenant, and each family's choice. ``--place-only`` is a diagnostic run after those
+figures (only the place threshold relative; not eligible for a choice). ``--final FAMILY PLACE
+GROUP THEME`` scores a qualified family's chosen setting on the held-out half, LoCoMo held-out and
+the whole synthetic set, once (not run: nothing qualified).
 
     python bench/topic_relative_study.py > /tmp/topics_relative/study.jsonl
+    python bench/topic_relative_study.py --place-only > /tmp/topics_relative/place_only.jsonl
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ GRIDS = {"Q": {"place": [0.945, 0.955, 0.965, 0.975, 0.985], "group": [0.92, 0.9
                "theme": [0.81, 0.86, 0.90]},
          "Z": {"place": [1.8, 2.0, 2.2, 2.45, 2.8], "group": [1.35, 1.8, 2.2, 2.65], "theme": [0.75, 1.0, 1.3]}}
 ATTACH = {"Q": 0.91, "Z": 1.35}
+#: Diagnostic only, run after the grids' T2 figures were seen (not eligible for a choice): the place
+#: threshold relative (quantile), group / theme / attach absolute.
+PLACE_ONLY = {"place": [0.955, 0.965, 0.975], "absolute": [(0.20, 0.08, 0.15), (0.25, 0.08, 0.15)]}
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class Relative:
     attach: float
 
     def at(self, cosines: np.ndarray) -> dict[str, float]:
+        if self.family == "Qp":
+            return {"place_similarity": round(float(np.quantile(cosines, self.place)), 4)}
         if self.family == "Q":
             q = np.quantile(cosines, [self.place, self.group, self.theme, self.attach])
         else:
@@ -174,6 +182,8 @@ def spaces(cache: Path, texts: list[str]) -> tuple[dict[str, dict[str, np.ndarra
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_bge"))
+    parser.add_argument("--place-only", action="store_true",
+                        help="diagnostic (not a choice): only the place threshold relative")
     parser.add_argument("--final", nargs=4, metavar=("FAMILY", "PLACE", "GROUP", "THEME"),
                         help="score a qualified family's chosen setting on the held-out parts, once")
     args = parser.parse_args()
@@ -195,6 +205,15 @@ def main() -> None:
     if args.final:
         row = score(sets, names, en_spaces["bge"], zh_spaces["bge"], COMBINED_PARAMS, ZH_PARAMS, spec)
         print(json.dumps({"final": args.final, **row}), flush=True)
+        return
+    if args.place_only:
+        for q, (group, theme, attach) in itertools.product(*PLACE_ONLY.values()):
+            params = replace(COMBINED_PARAMS, group_similarity=group, theme_similarity=theme, attach_similarity=attach)
+            row = score(sets, (*SETS, "growth"), en_spaces["bge"], zh_spaces["bge"], params, ZH_PARAMS,
+                        Relative("Qp", q, group, theme, attach))
+            print(json.dumps({"diagnostic": "place-only", "setting": {"place_q": q, "group": group, "theme": theme,
+                                                                         "attach": attach}, **row,
+                              "qualifies": qualifies(row, shipped), "gain": gain(row, shipped)}), flush=True)
         return
     absolute = score(sets, (*SETS, "growth"), en_spaces["bge"], zh_spaces["bge"], COMBINED_PARAMS, ZH_PARAMS, None)
     print(json.dumps({"candidate": "B-both absolute (shipped en thresholds, zh 0.30/0.15)", **absolute,
