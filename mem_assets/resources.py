@@ -92,7 +92,7 @@ def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
     if settings.llm == "openai":
         return OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,
                            deadline_s=settings.judge_deadline_s)
-    return OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate)
+    return OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate, models_dir=str(settings.models_dir))
 
 
 def build_summarizer(settings: Settings) -> SummarizerResource:

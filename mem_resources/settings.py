@@ -14,6 +14,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"
 
 Provider = Literal["offline", "openai"]
 EmbedderKind = Literal["offline", "hashing", "openai"]
@@ -43,6 +44,9 @@ class Settings(BaseSettings):
     local_neo4j_pagecache: str = Field(default="256m", validation_alias=_env("MEMTEND_NEO4J_PAGECACHE"))
     local_neo4j_start_timeout_s: float = Field(default=180.0,
                                                validation_alias=_env("MEMTEND_NEO4J_START_TIMEOUT"))
+
+    models_dir: Path = Field(default=DEFAULT_MODELS_DIR, validation_alias=_env("MEMTEND_MODELS_DIR"))
+    """Where ``make setup`` puts the offline judge's bge-small model jars (mem_resources/bge.py)."""
 
     inbox: str = Field(default="data/inbox", validation_alias=_env("MEMTEND_INBOX"))
     quarantine: str = Field(default="data/quarantine", validation_alias=_env("MEMTEND_QUARANTINE"))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from mem_assets.resources import build_chat, build_neo4j
-from mem_resources import local_postgres
+from mem_resources import bge, local_postgres
 from mem_resources.local_postgres import LocalPostgres, LocalPostgresError
 from mem_resources.settings import Settings, load_settings
 
@@ -105,3 +105,12 @@ def test_runs_share_one_process_unless_configured_and_llm_steps_are_pooled_and_r
     assert defs.resolve_assets_def("graph_schema").group_names_by_key[dg.AssetKey("graph_schema")] == "schema"
     assert all(spec.owners == ["team:memory-platform"] and spec.code_version
                for spec in defs.resolve_all_asset_specs())
+
+
+def test_the_image_carries_the_judge_models_it_is_pinned_to():
+    """The accurate judge reads bge-small jars from MEMTEND_MODELS_DIR; the image fetches them at
+    build time (a pod downloads nothing), so its coordinates must be the ones bge.py pins."""
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert set(re.findall(r"-Dartifact=(\S+)", dockerfile)) == {jar.coordinates for jar in bge.JARS.values()}
+    models_dir = re.search(r"MEMTEND_MODELS_DIR=(\S+)", dockerfile).group(1)
+    assert f"COPY --from=models /models {models_dir}" in dockerfile

@@ -21,14 +21,17 @@ from pathlib import Path
 import numpy as np
 
 from mem_assets.dedup.labels import Label, ModelKind
-from mem_assets.dedup.pair_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_assets.dedup.pair_features import ALIGNED_FEATURE_NAMES, DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
+from mem_resources.settings import DEFAULT_MODELS_DIR
 
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v7", "fast": "judge-v2"}
+MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v8", "fast": "judge-v2"}
 """``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
-the candidate pairs on two cores); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
+the candidate pairs on two cores) and bge-small token states (``ALIGNED_FEATURE_NAMES``: ~3 ms per
+distinct text); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
 
 
 GATES: dict[ModelKind, tuple[ModelKind, float]] = {"accurate": ("fast", 0.19)}
@@ -84,6 +87,7 @@ class JudgeModel:
     thresholds: dict[str, float]
     fingerprint: str
     deep: bool
+    aligned: bool = False
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
@@ -170,14 +174,15 @@ def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]
 def model_from_json(text: str, fingerprint: str) -> JudgeModel:
     spec = json.loads(text)
     features = tuple(spec["features"])
-    if features not in (FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES):
+    if features not in (FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES,
+                        FEATURE_NAMES + DEEP_FEATURE_NAMES + ALIGNED_FEATURE_NAMES):
         raise ValueError("judge model was trained on other features: retrain it with "
                          "`python -m mem_assets.dedup.training`")
     trees = tuple(tuple(Tree(*(np.asarray(t[key]) for key in ("left", "right", "feature", "threshold", "value")))
                         for t in stage) for stage in spec["trees"])
     return JudgeModel(tuple(spec["classes"]), np.asarray(spec["init"], dtype=np.float64),
                       float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint,
-                      deep=features != FEATURE_NAMES)
+                      deep=features != FEATURE_NAMES, aligned=ALIGNED_FEATURE_NAMES[0] in features)
 
 
 @cache
@@ -197,11 +202,15 @@ def gate(kind: ModelKind = "accurate") -> Gate | None:
     return Gate(load(gate_kind), MODEL_NAMES[gate_kind], below)
 
 
-def featurizer(deep: bool = True, known_deep: Mapping[str, np.ndarray] | None = None) -> PairFeaturizer:
+def featurizer(deep: bool = True, known_deep: Mapping[str, np.ndarray] | None = None, aligned: bool | None = None,
+               models_dir: Path = DEFAULT_MODELS_DIR) -> PairFeaturizer:
     """A featurizer for the accurate (``deep``) or the fast model; it keeps every text it has
     parsed and embedded, so pairs judged in several batches embed each text once. ``known_deep``:
-    e5 passage vectors of texts already embedded (kept on their nodes), not made again."""
-    return PairFeaturizer(wordllama_embed, e5_embed if deep else None, known_deep if deep else None)
+    e5 passage vectors of texts already embedded (kept on their nodes), not made again.
+    ``aligned`` (default: as ``deep``): bge-small token features, from the jars in ``models_dir``."""
+    aligned = deep if aligned is None else aligned
+    return PairFeaturizer(wordllama_embed, e5_embed if deep else None, known_deep if deep else None,
+                          (lambda language: bge.encoder(Path(models_dir), language)) if aligned else None)
 
 
 def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.ndarray:
@@ -221,7 +230,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
         Decision("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        features_of = features_of or featurizer(model.deep)
+        features_of = features_of or featurizer(model.deep, aligned=model.aligned)
         count = len(rest)
         cheap = features_of.cheap([*rest, *((b, a) for a, b in rest)])
         judged: list[Decision | None] = [None] * count

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,8 +35,10 @@ from mem_assets.dedup.judge_requests import (
 )
 from mem_assets.dedup.labels import Label, ModelKind
 from mem_assets.dedup.prompts import FUSE_SYSTEM, JUDGE_SYSTEM
+from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import ChatUsage, OpenAIChatResource
+from mem_resources.settings import DEFAULT_MODELS_DIR
 from mem_resources.text import unsupported_words
 
 if TYPE_CHECKING:
@@ -141,6 +144,8 @@ class OfflineJudge(JudgeResource):
 
     model: ModelKind = "accurate"
     gate: bool = True
+    models_dir: str = str(DEFAULT_MODELS_DIR)
+    """Folder of the bge-small jars the accurate model reads (``MEMTEND_MODELS_DIR``)."""
 
     def _gate(self) -> Gate | None:
         from mem_assets.dedup import judge_model
@@ -151,8 +156,9 @@ class OfflineJudge(JudgeResource):
     def fingerprint(self) -> str:
         from mem_assets.dedup import judge_model
 
-        gate = self._gate()
-        return f"offline-model:{judge_model.load(self.model).fingerprint}" + (f"+{gate.fingerprint}" if gate else "")
+        model, gate = judge_model.load(self.model), self._gate()
+        encoders = "".join(f"+{jar.fingerprint}" for jar in bge.JARS.values()) if model.aligned else ""
+        return f"offline-model:{model.fingerprint}{encoders}" + (f"+{gate.fingerprint}" if gate else "")
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         [judgments], usage = self._judge_batches([list(pairs)])
@@ -181,7 +187,8 @@ class OfflineJudge(JudgeResource):
         from mem_assets.dedup import judge_model
 
         model, gate = judge_model.load(self.model), self._gate()
-        shared = judge_model.featurizer(model.deep, vectors.known if vectors else None)
+        shared = judge_model.featurizer(model.deep, vectors.known if vectors else None, model.aligned,
+                                        Path(self.models_dir))
         results = []
         for pairs in batches:
             decided = judge_model.predict(pairs, model, shared, gate)

