@@ -29,9 +29,10 @@ from mem_assets.dedup.candidates import (
     NodeVectors,
     find_candidates,
 )
+from mem_assets.dedup.judge_model import featurizer as accurate_featurizer
 from mem_assets.dedup.judge_model import load, symmetrize
 from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
-from mem_resources.embedder import e5_embed, wordllama_embed
+from mem_resources.embedder import wordllama_embed
 from mem_resources.memory_model import normalize_text
 
 CHEAP = len(FEATURE_NAMES)
@@ -45,7 +46,7 @@ GATES = np.round(np.arange(0.01, 0.31, 0.01), 2)
 
 def oof() -> None:
     rows = training.read_pairs(training.TRAIN_FILE)
-    featurizer = PairFeaturizer(wordllama_embed, e5_embed)
+    featurizer = accurate_featurizer()
     both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
     features, swapped = both[:len(rows)], both[len(rows):]
     truth = np.array([r["label"] for r in rows])
@@ -164,7 +165,7 @@ def locomo() -> None:
     rows = training.read_pairs(LOCOMO_TRAIN)
     pairs = [(r["a"], r["b"]) for r in rows]
     accurate, fast = load("accurate"), load("fast")
-    featurizer = PairFeaturizer(wordllama_embed, e5_embed)
+    featurizer = accurate_featurizer()
     both = featurizer.matrix(pairs + [(b, a) for a, b in pairs])
     n = len(pairs)
     decided = np.array([label for label, _ in accurate.decide(accurate.pair_probabilities(both[:n], both[n:]))])
