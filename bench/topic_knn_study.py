@@ -15,7 +15,7 @@ Printed as JSON lines: ``--references SET`` only the reference values per tenant
 placement figure; used to fix the grid from T1); otherwise the shipped row, B-both absolute, each
 family's grid on T1 / T2 / GT with the thresholds it gave per tenant, and each family's choice.
 ``--final FAMILY K PLACE GROUP ATTACH`` scores a qualified family's chosen setting on the held-out
-half, LoCoMo held-out and the whole synthetic set, once.
+half, LoCoMo held-out and the whole synthetic set, once (not run: nothing qualified).
 
     python bench/topic_knn_study.py --references synthetic_tune > /tmp/topics_knn/references_t1.jsonl
     python bench/topic_knn_study.py > /tmp/topics_knn/study.jsonl
