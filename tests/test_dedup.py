@@ -228,7 +228,7 @@ def test_a_new_repeat_of_a_merged_node_is_compared_with_the_merged_node(neo4j, i
     assert run_dedup(neo4j, tenant, instance).success
     [merged] = [i for i, n in nodes(neo4j, tenant).items() if n["status"] == "activated"]
 
-    [c] = write_items(neo4j, tenant, ["用户养了一只猫,叫咪咪!"], start_minutes=30)
+    [c] = write_items(neo4j, tenant, ["用户有一只名叫咪咪的猫。"], start_minutes=30)
     result = run_dedup(neo4j, tenant, instance)
 
     pairs = result.output_for_node("dedup_candidates")

@@ -11,7 +11,9 @@ from mem_assets.dedup import judge_model
 from mem_assets.dedup.judges import OfflineJudge
 from mem_assets.dedup.judging import judge_pairs
 from mem_assets.dedup.pair_features import PairFeaturizer
+from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
+from mem_resources.settings import DEFAULT_MODELS_DIR
 
 UNRELATED = ("The user plays chess every Sunday.", "用户住在杭州")
 PAIRS = [
@@ -55,10 +57,20 @@ def test_gated_texts_are_not_embedded():
         embedded.extend(texts)
         return e5_embed(texts)
 
-    featurizer = PairFeaturizer(wordllama_embed, deep)
+    class Recorded:
+        def __init__(self, encoder: bge.TokenEncoder) -> None:
+            self.encoder = encoder
+
+        def encode(self, texts: list[str]) -> list[bge.TokenStates]:
+            encoded.extend(texts)
+            return self.encoder.encode(texts)
+
+    encoded: list[str] = []
+    featurizer = PairFeaturizer(wordllama_embed, deep,
+                                aligned=lambda language: Recorded(bge.encoder(DEFAULT_MODELS_DIR, language)))
     decided = judge_model.predict([UNRELATED, PAIRS[1]], judge_model.load(), featurizer, judge_model.gate())
     assert decided[0].gated and not decided[1].gated
-    assert set(embedded) == set(PAIRS[1]) and featurizer.deep_skipped == 2
+    assert set(embedded) == set(encoded) == set(PAIRS[1]) and featurizer.deep_skipped == 2
 
 
 def test_the_gate_changes_the_cache_key_and_judgments_say_why():
