@@ -36,7 +36,7 @@ import combined_space_study
 import numpy as np
 from combined_space_study import ROOT, growth_check, tuning_sets
 from topic_bge_study import figures, gain, qualifies
-from topic_relative_study import ZH_PARAMS, spaces
+from topic_relative_study import ZH_PARAMS, choose, score, spaces
 
 from mem_assets.reorg import placement
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
@@ -129,21 +129,6 @@ def knn(spec: Knn | None, items: Sequence[EvalItem], trace: list[dict[str, Any]]
         _STATE.update(spec=None, trace=None)
 
 
-def score(sets: dict[str, list[EvalItem]], names: Sequence[str], en_space: dict[str, np.ndarray],
-          zh_space: dict[str, np.ndarray], en_params: PlacementParams, zh_params: PlacementParams,
-          spec: Knn | None) -> dict[str, Any]:
-    row: dict[str, Any] = {}
-    for name in names:
-        with knn(spec, sets[name]) as given:
-            if name == "growth":
-                row[name] = growth_check(sets[name], en_space, en_params)
-            else:
-                row[name] = figures(sets[name], en_space, zh_space, en_params, zh_params)
-            if spec is not None:
-                row[name]["thresholds_last_cycle"] = dict(sorted(given.items()))
-    return row
-
-
 def grid(family: str, sets: dict[str, list[EvalItem]], en_space: dict[str, np.ndarray],
          zh_space: dict[str, np.ndarray], shipped: dict[str, Any]) -> dict[str, Any] | None:
     axes = GRIDS[family]
@@ -154,35 +139,13 @@ def grid(family: str, sets: dict[str, list[EvalItem]], en_space: dict[str, np.nd
         k = int(setting["k"])
         spec = Knn(family, k, factor(setting["place"], k), factor(setting.get("group", 0.0), k),
                    factor(ATTACH, k) if family == "K" else 0.0)
-        row = score(sets, (*SETS, "growth"), en_space, zh_space, base, ZH_PARAMS, spec)
+        row = score(sets, (*SETS, "growth"), en_space, zh_space, base, ZH_PARAMS, spec, seam=knn)
         row.update(setting=setting, factors={"place": spec.place, "group": spec.group, "attach": spec.attach},
                    qualifies=qualifies(row, shipped), gain=gain(row, shipped))
         rows[combo] = row
         print(json.dumps({"grid": family, **row}), flush=True)
 
-    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
-        out = []
-        for k, values in enumerate(axes.values()):
-            at = values.index(combo[k])
-            out.extend(rows[(*combo[:k], values[at + step], *combo[k + 1:])]
-                       for step in (-1, 1) if 0 <= at + step < len(values))
-        return out
-
-    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
-    key = lambda c: (rows[c]["gain"], c[1])
-    chosen = max(robust, key=key) if robust else None
-    best = max(rows, key=key)
-    passes_t2 = [c for c, r in rows.items() if r["locomo_tune"]["purity"] >= shipped["locomo_tune"]["purity"] - 0.002
-                 and r["locomo_tune"]["placed"] >= shipped["locomo_tune"]["placed"] - 0.002]
-    passes_t1 = [c for c, r in rows.items() if qualifies({**r, "locomo_tune": shipped["locomo_tune"],
-                                                           "growth": {"passes": True}}, shipped)]
-    print(json.dumps({"choice": family, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
-                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"],
-                      "best_gain": rows[best]["setting"], "passing_t1": len(passes_t1), "passing_t2": len(passes_t2),
-                      "passing_both": len(set(passes_t1) & set(passes_t2)),
-                      "neighbours_of_best": [(n["setting"], n["qualifies"], n["gain"]) for n in near(best)]}),
-          flush=True)
-    return rows[chosen] if chosen else None
+    return choose(family, rows, axes, shipped, place_axis=1)
 
 
 def trace_references(items: list[EvalItem], en_space: dict[str, np.ndarray], zh_space: dict[str, np.ndarray],
@@ -223,20 +186,20 @@ def main() -> None:
             print(json.dumps({"references": args.references, **entry}), flush=True)
         return
     shipped = score(sets, names if args.final else (*names, "growth"), en_spaces["shipped"], zh_spaces["shipped"],
-                    COMBINED_PARAMS, placement.E5_PARAMS, None)
+                    COMBINED_PARAMS, placement.E5_PARAMS, None, seam=knn)
     print(json.dumps({"candidate": "shipped", **shipped}), flush=True)
     if args.final:
         family, k, place, group, attach = args.final
         spec = Knn(family, int(k), float(place), float(group), float(attach))
         base = replace(COMBINED_PARAMS, **P_ABSOLUTE) if family == "P" else COMBINED_PARAMS
         print(json.dumps({"items": {n: len(sets[n]) for n in names}}), flush=True)
-        row = score(sets, names, en_spaces["bge"], zh_spaces["bge"], base, ZH_PARAMS, spec)
+        row = score(sets, names, en_spaces["bge"], zh_spaces["bge"], base, ZH_PARAMS, spec, seam=knn)
         print(json.dumps({"final": args.final, **row}), flush=True)
         return
     for name in (*SETS, "growth"):
         for entry in trace_references(sets[name], en_spaces["bge"], zh_spaces["bge"], growth=name == "growth"):
             print(json.dumps({"references": name, **entry}), flush=True)
-    absolute = score(sets, (*SETS, "growth"), en_spaces["bge"], zh_spaces["bge"], COMBINED_PARAMS, ZH_PARAMS, None)
+    absolute = score(sets, (*SETS, "growth"), en_spaces["bge"], zh_spaces["bge"], COMBINED_PARAMS, ZH_PARAMS, None, seam=knn)
     print(json.dumps({"candidate": "B-both absolute (shipped en thresholds, zh 0.30/0.15)", **absolute,
                       "qualifies": qualifies(absolute, shipped)}), flush=True)
     for family in GRIDS:

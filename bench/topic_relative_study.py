@@ -118,10 +118,12 @@ def relative(spec: Relative | None, items: Sequence[EvalItem]) -> Iterator[dict[
 
 def score(sets: dict[str, list[EvalItem]], names: Sequence[str], en_space: dict[str, np.ndarray],
           zh_space: dict[str, np.ndarray], en_params: PlacementParams, zh_params: PlacementParams,
-          spec: Relative | None) -> dict[str, Any]:
+          spec: Any, seam: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """Each named set's figures with ``spec`` applied through ``seam`` (default ``relative``; the
+    nearest-neighbour study passes its own), and the thresholds it gave at the last cycle."""
     row: dict[str, Any] = {}
     for name in names:
-        with relative(spec, sets[name]) as given:
+        with (seam or relative)(spec, sets[name]) as given:
             if name == "growth":
                 row[name] = growth_check(sets[name], en_space, en_params)
             else:
@@ -129,6 +131,35 @@ def score(sets: dict[str, list[EvalItem]], names: Sequence[str], en_space: dict[
             if spec is not None:
                 row[name]["thresholds_last_cycle"] = dict(sorted(given.items()))
     return row
+
+
+def choose(family: str, rows: dict[tuple[float, ...], dict[str, Any]], axes: dict[str, Sequence[float]],
+           shipped: dict[str, Any], place_axis: int) -> dict[str, Any] | None:
+    """The rule's choice among a grid's rows: qualifying with at least half of its one-step
+    neighbours qualifying, the largest T1 gain, then the higher place threshold; prints the tally."""
+    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
+        out = []
+        for k, values in enumerate(axes.values()):
+            at = list(values).index(combo[k])
+            out.extend(rows[(*combo[:k], values[at + step], *combo[k + 1:])]
+                       for step in (-1, 1) if 0 <= at + step < len(values))
+        return out
+
+    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
+    key = lambda c: (rows[c]["gain"], c[place_axis])
+    chosen = max(robust, key=key) if robust else None
+    best = max(rows, key=key)
+    passes_t2 = [c for c, r in rows.items() if r["locomo_tune"]["purity"] >= shipped["locomo_tune"]["purity"] - 0.002
+                 and r["locomo_tune"]["placed"] >= shipped["locomo_tune"]["placed"] - 0.002]
+    passes_t1 = [c for c, r in rows.items() if qualifies({**r, "locomo_tune": shipped["locomo_tune"],
+                                                           "growth": {"passes": True}}, shipped)]
+    print(json.dumps({"choice": family, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
+                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"],
+                      "best_gain": rows[best]["setting"], "passing_t1": len(passes_t1), "passing_t2": len(passes_t2),
+                      "passing_both": len(set(passes_t1) & set(passes_t2)),
+                      "neighbours_of_best": [(n["setting"], n["qualifies"], n["gain"]) for n in near(best)]}),
+          flush=True)
+    return rows[chosen] if chosen else None
 
 
 def grid(family: str, sets: dict[str, list[EvalItem]], en_space: dict[str, np.ndarray],
@@ -143,26 +174,7 @@ def grid(family: str, sets: dict[str, list[EvalItem]], en_space: dict[str, np.nd
         rows[combo] = row
         print(json.dumps({"grid": family, **row}), flush=True)
 
-    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
-        out = []
-        for k, values in enumerate(axes.values()):
-            at = values.index(combo[k])
-            out.extend(rows[(*combo[:k], values[at + step], *combo[k + 1:])]
-                       for step in (-1, 1) if 0 <= at + step < len(values))
-        return out
-
-    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
-    key = lambda c: (rows[c]["gain"], c[0])
-    chosen = max(robust, key=key) if robust else None
-    best = max(rows, key=key)
-    passes_t2 = [c for c, r in rows.items() if r["locomo_tune"]["purity"] >= shipped["locomo_tune"]["purity"] - 0.002
-                 and r["locomo_tune"]["placed"] >= shipped["locomo_tune"]["placed"] - 0.002]
-    print(json.dumps({"choice": family, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
-                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"],
-                      "best_gain": rows[best]["setting"], "passing_t2": len(passes_t2),
-                      "neighbours_of_best": [(n["setting"], n["qualifies"], n["gain"]) for n in near(best)]}),
-          flush=True)
-    return rows[chosen] if chosen else None
+    return choose(family, rows, axes, shipped, place_axis=0)
 
 
 def spaces(cache: Path, texts: list[str]) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, np.ndarray]]]:

@@ -644,9 +644,8 @@ class PairFeaturizer:
         assert self._aligned is not None
         languages = [pair_language(a, b) for a, b in pairs]
         for language in dict.fromkeys(languages):
-            new = [t for (a, b), lang in zip(pairs, languages, strict=True) if lang == language
-                   for t in (a, b) if (language, t) not in self._states]
-            new = list(dict.fromkeys(new))
+            new = list(dict.fromkeys(t for (a, b), lang in zip(pairs, languages, strict=True) if lang == language
+                                     for t in (a, b) if (language, t) not in self._states))
             if new:
                 self._states.update(((language, t), s) for t, s in
                                     zip(new, self._aligned(language).encode(new), strict=True))

@@ -56,7 +56,7 @@ from mem_assets.dedup.pair_features import ALIGNED_FEATURE_NAMES, DEEP_FEATURE_N
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
-from mem_resources.settings import DEFAULT_MODELS_DIR
+from mem_resources.settings import DEFAULT_MODELS_DIR, load_settings
 
 TRAIN_FILE = Path(__file__).parents[2] / "data" / "judge" / "train.jsonl"
 REAL_TRAIN_FILE = TRAIN_FILE.parent / "locomo" / "train.jsonl"
@@ -266,7 +266,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     out = args.out or model_file(args.model)
-    text, report = train(args.train, args.model)
+    text, report = train(args.train, args.model, load_settings().models_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, "utf-8")
     print(json.dumps({**report, "model": str(out), "bytes": len(text.encode())}, indent=1))
