@@ -36,12 +36,12 @@ import combined_space_study
 import numpy as np
 from combined_space_study import ROOT, growth_check, tuning_sets
 from topic_bge_study import figures, gain, qualifies
-from topic_relative_study import ZH_PARAMS, choose, score, spaces
+from topic_relative_study import ZH_PARAMS, choose, score, seen_in_space, spaces
 
 from mem_assets.reorg import placement
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
 from mem_assets.reorg.placement import COMBINED_PARAMS, PlacementParams, Topic
-from mem_assets.reorg.topic_space import TopicSpace, languages
+from mem_assets.reorg.topic_space import languages
 
 SETS = ("synthetic_tune", "locomo_tune")
 KS = (2, 3, 5)
@@ -96,22 +96,16 @@ def _knn_plan_cycle(topics: dict[str, Topic], ids: Sequence[str], vectors: np.nd
     spec: Knn | None = _STATE["spec"]
     lang = langs[0] if len(langs) else next((t.language for t in topics.values()), None)
     if (spec is not None or _STATE["trace"] is not None) and lang == "en":
-        lang_of = _STATE["lang_of"]
-        members = sorted({m for t in topics.values() if t.level == 1 for m in t.children
-                          if lang_of.get(m, lang) == lang} - set(ids))
-        roots = [t for t in topics.values() if t.parent is None]
-        dimension = np.asarray(vectors).shape[1] if len(ids) else len(roots[0].vector_sum)
-        pool = np.asarray(vectors, dtype=np.float32).reshape(len(ids), dimension)
-        space = TopicSpace.fit([r.language for r in roots], placement._means(roots, dimension), [lang] * len(ids), pool)
-        seen = np.vstack([pool, member_vectors(members)]) if members else pool
-        refs = references(space.project(seen, [lang] * len(seen)).astype(np.float64))
-        tenant = _STATE["tenant_of"].get(next(iter(ids), members[0] if members else ""), "?")
+        projected, tenant = seen_in_space(topics, ids, vectors, lang, member_vectors, _STATE["lang_of"],
+                                          _STATE["tenant_of"])
+        refs = references(projected)
         if _STATE["trace"] is not None:
-            _STATE["trace"].append({"tenant": tenant, "n": len(seen), "topics": len(roots),
+            roots = [t for t in topics.values() if t.parent is None]
+            _STATE["trace"].append({"tenant": tenant, "n": len(projected), "topics": len(roots),
                                     **{f"r{k}": v for k, v in refs.items()}})
         if spec is not None and spec.k in refs:
             params = replace(params, **spec.at(refs[spec.k]))
-            _STATE["given"][tenant] = {"n": len(seen), f"r{spec.k}": refs[spec.k], **spec.at(refs[spec.k])}
+            _STATE["given"][tenant] = {"n": len(projected), f"r{spec.k}": refs[spec.k], **spec.at(refs[spec.k])}
     return _plan_cycle(topics, ids, vectors, langs, params, member_vectors, *args, **kwargs)
 
 

@@ -79,6 +79,22 @@ _STATE: dict[str, Any] = {"spec": None, "lang_of": {}, "tenant_of": {}, "given":
 _plan_cycle = placement.plan_cycle
 
 
+def seen_in_space(topics: dict[str, Topic], ids: Sequence[str], vectors: np.ndarray, lang: str,
+                  member_vectors: Callable[[Sequence[str]], np.ndarray], lang_of: dict[str, str],
+                  tenant_of: dict[str, str]) -> tuple[np.ndarray, str]:
+    """The tenant's memories of ``lang`` seen so far (this cycle's pool and the level-1 members),
+    centred and normalised as this cycle's placement does, and the tenant's name."""
+    members = sorted({m for t in topics.values() if t.level == 1 for m in t.children
+                      if lang_of.get(m, lang) == lang} - set(ids))
+    roots = [t for t in topics.values() if t.parent is None]
+    dimension = np.asarray(vectors).shape[1] if len(ids) else len(roots[0].vector_sum)
+    pool = np.asarray(vectors, dtype=np.float32).reshape(len(ids), dimension)
+    space = TopicSpace.fit([r.language for r in roots], placement._means(roots, dimension), [lang] * len(ids), pool)
+    seen = np.vstack([pool, member_vectors(members)]) if members else pool
+    tenant = tenant_of.get(next(iter(ids), members[0] if members else ""), "?")
+    return space.project(seen, [lang] * len(seen)).astype(np.float64), tenant
+
+
 def _relative_plan_cycle(topics: dict[str, Topic], ids: Sequence[str], vectors: np.ndarray, langs: Sequence[str],
                          params: PlacementParams, member_vectors: Callable[[Sequence[str]], np.ndarray],
                          *args: Any, **kwargs: Any) -> placement.CyclePlan:
@@ -86,20 +102,12 @@ def _relative_plan_cycle(topics: dict[str, Topic], ids: Sequence[str], vectors: 
     spec: Relative | None = _STATE["spec"]
     lang = langs[0] if len(langs) else next((t.language for t in topics.values()), None)
     if spec is not None and lang == "en":
-        lang_of = _STATE["lang_of"]
-        members = sorted({m for t in topics.values() if t.level == 1 for m in t.children
-                          if lang_of.get(m, lang) == lang} - set(ids))
-        roots = [t for t in topics.values() if t.parent is None]
-        dimension = np.asarray(vectors).shape[1] if len(ids) else len(roots[0].vector_sum)
-        pool = np.asarray(vectors, dtype=np.float32).reshape(len(ids), dimension)
-        space = TopicSpace.fit([r.language for r in roots], placement._means(roots, dimension), [lang] * len(ids), pool)
-        seen = np.vstack([pool, member_vectors(members)]) if members else pool
-        if len(seen) >= 3:
-            projected = space.project(seen, [lang] * len(seen)).astype(np.float64)
-            cosines = (projected @ projected.T)[np.triu_indices(len(seen), 1)]
+        projected, tenant = seen_in_space(topics, ids, vectors, lang, member_vectors, _STATE["lang_of"],
+                                          _STATE["tenant_of"])
+        if len(projected) >= 3:
+            cosines = (projected @ projected.T)[np.triu_indices(len(projected), 1)]
             params = replace(params, **spec.at(cosines))
-            tenant = _STATE["tenant_of"].get(next(iter(ids), members[0] if members else ""), "?")
-            _STATE["given"][tenant] = {"n": len(seen), **spec.at(cosines)}
+            _STATE["given"][tenant] = {"n": len(projected), **spec.at(cosines)}
     return _plan_cycle(topics, ids, vectors, langs, params, member_vectors, *args, **kwargs)
 
 
