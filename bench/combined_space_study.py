@@ -51,6 +51,14 @@ def tuning_sets() -> dict[str, list[EvalItem]]:
             "locomo_tune": read_items(ROOT / "data/eval/locomo/topics_tune.jsonl"), "growth": growth}
 
 
+def heldout_sets() -> dict[str, list[EvalItem]]:
+    """The parts a study scores once, only after its choice: never tuned on."""
+    synthetic = read_items(ROOT / "data/eval/topics.jsonl")
+    return {"synthetic_heldout": holdout_split(synthetic)[1],
+            "locomo_heldout": read_items(ROOT / "data/eval/locomo/topics_heldout.jsonl"),
+            "synthetic_whole": synthetic}
+
+
 def embed_all(texts: list[str], cache: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     if cache.exists():
         data = np.load(cache, allow_pickle=False)

@@ -34,12 +34,12 @@ from typing import Any
 
 import combined_space_study
 import numpy as np
-from combined_space_study import ROOT, growth_check, tuning_sets
+from combined_space_study import growth_check, heldout_sets, tuning_sets
 from topic_bge_study import figures, gain, qualifies
 from topic_relative_study import ZH_PARAMS, choose, score, seen_in_space, spaces
 
 from mem_assets.reorg import placement
-from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
+from mem_assets.reorg.evaluation import EvalItem
 from mem_assets.reorg.placement import COMBINED_PARAMS, PlacementParams, Topic
 from mem_assets.reorg.topic_space import languages
 
@@ -163,10 +163,7 @@ def main() -> None:
                         help="score a qualified family's chosen setting on the held-out parts, once")
     args = parser.parse_args()
     if args.final:
-        synthetic = read_items(ROOT / "data/eval/topics.jsonl")
-        sets = {"synthetic_heldout": holdout_split(synthetic)[1],
-                "locomo_heldout": read_items(ROOT / "data/eval/locomo/topics_heldout.jsonl"),
-                "synthetic_whole": synthetic}
+        sets = heldout_sets()
         names: Sequence[str] = tuple(sets)
     else:
         sets, names = tuning_sets(), SETS

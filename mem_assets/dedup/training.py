@@ -84,10 +84,18 @@ def apply_thresholds(probabilities: np.ndarray, redundant: float, contradictory:
                     np.where(c >= contradictory, "contradictory", "independent"))
 
 
+def wrong_merges(truth: np.ndarray, predicted: np.ndarray) -> int:
+    """Independent or contradictory pairs judged redundant."""
+    return int(((predicted == "redundant") & (truth != "redundant")).sum())
+
+
+def wrong_supersedes(truth: np.ndarray, predicted: np.ndarray) -> int:
+    """Independent pairs judged contradictory."""
+    return int(((predicted == "contradictory") & (truth == "independent")).sum())
+
+
 def wrong_count(truth: np.ndarray, predicted: np.ndarray) -> int:
-    merges = ((predicted == "redundant") & (truth != "redundant")).sum()
-    supersedes = ((predicted == "contradictory") & (truth == "independent")).sum()
-    return int(merges + supersedes)
+    return wrong_merges(truth, predicted) + wrong_supersedes(truth, predicted)
 
 
 def _f1_sum(truth: np.ndarray, predicted: np.ndarray) -> float:
@@ -201,7 +209,7 @@ def real_conversation_threshold(probabilities: np.ndarray, truth: np.ndarray, th
     training pairs stay within ``REAL_WRONG_MERGE_BUDGET`` of them (step 4 of the module doc)."""
     for redundant in GRID[GRID >= thresholds["redundant"]]:
         predicted = apply_thresholds(probabilities, redundant, thresholds["contradictory"])
-        if ((predicted == "redundant") & (truth != "redundant")).sum() <= REAL_WRONG_MERGE_BUDGET * len(truth):
+        if wrong_merges(truth, predicted) <= REAL_WRONG_MERGE_BUDGET * len(truth):
             return {**thresholds, "redundant": float(redundant)}
     raise RuntimeError("no redundant threshold keeps real-conversation wrong merges within the budget")
 
@@ -248,8 +256,8 @@ def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
               **cv_scores(rows, runs, thresholds),
               "real_conversation_train": {
                   "pairs": len(real),
-                  "wrong_merges": int(((real_predicted == "redundant") & (real_truth != "redundant")).sum()),
-                  "wrong_supersedes": int(((real_predicted == "contradictory") & (real_truth == "independent")).sum()),
+                  "wrong_merges": wrong_merges(real_truth, real_predicted),
+                  "wrong_supersedes": wrong_supersedes(real_truth, real_predicted),
                   "redundant_found": int(((real_predicted == "redundant") & (real_truth == "redundant")).sum()),
                   "redundant": int((real_truth == "redundant").sum())}}
     text = export(model, kind, thresholds, {"training": report})
