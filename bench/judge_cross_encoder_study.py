@@ -32,10 +32,8 @@ from sklearn.model_selection import GroupShuffleSplit
 from tokenizers import Tokenizer
 
 from mem_assets.dedup import training
-from mem_assets.dedup.judge_model import symmetrize
-from mem_assets.dedup.pair_features import PairFeaturizer
+from mem_assets.dedup.judge_model import featurizer, symmetrize
 from mem_resources import bge
-from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.settings import load_settings
 
 CLASSES = training.CLASSES
@@ -99,11 +97,16 @@ class Encoder(torch.nn.Module):
         return x
 
 
-def onnx_weights(jar: Path, stem: str) -> dict[str, np.ndarray]:
+def read_jar(jar: Path, stem: str) -> tuple[bytes, str]:
+    """The ONNX model and its tokenizer JSON, as bge.TokenEncoder reads them."""
+    with zipfile.ZipFile(jar) as archive:
+        return archive.read(f"{stem}.onnx"), archive.read(f"{stem}-tokenizer.json").decode("utf-8")
+
+
+def onnx_weights(model_bytes: bytes) -> dict[str, np.ndarray]:
     """Named initializers; the exporter left MatMul weights anonymous, so they are named by the
     node that uses them (and transposed to torch's layout)."""
-    with zipfile.ZipFile(jar) as archive:
-        model = onnx.load_from_string(archive.read(f"{stem}.onnx"))
+    model = onnx.load_from_string(model_bytes)
     arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     weights = {k: v for k, v in arrays.items() if not k.startswith("onnx::")}
     for node in model.graph.node:
@@ -122,20 +125,25 @@ class CrossEncoder(torch.nn.Module):
         return self.head(self.drop(self.encoder(ids, mask, types)[:, 0]))
 
 
-def tokenizer(jar: Path, stem: str) -> Tokenizer:
-    with zipfile.ZipFile(jar) as archive:
-        tok = Tokenizer.from_str(archive.read(f"{stem}-tokenizer.json").decode("utf-8"))
+def tokenizer(tokenizer_json: str) -> Tokenizer:
+    tok = Tokenizer.from_str(tokenizer_json)
     tok.enable_truncation(MAX_TOKENS)
     tok.enable_padding()
     return tok
 
 
-def parity(encoder: Encoder, jar: Path, stem: str, tok: Tokenizer) -> float:
+def encode(tok: Tokenizer, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token ids, attention mask and segment ids of "[CLS] older [SEP] newer [SEP]"."""
+    e = tok.encode_batch(pairs)
+    return (torch.tensor([x.ids for x in e]), torch.tensor([x.attention_mask for x in e]),
+            torch.tensor([x.type_ids for x in e]))
+
+
+def parity(encoder: Encoder, model_bytes: bytes, tok: Tokenizer) -> float:
     """Largest difference from onnxruntime's hidden states on two texts."""
     import onnxruntime
 
-    with zipfile.ZipFile(jar) as archive:
-        session = onnxruntime.InferenceSession(archive.read(f"{stem}.onnx"), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
     encoded = tok.encode_batch(["用户不喜欢吃香菜", "用户讨厌香菜的味道，吃饭时总让老板别放。"])
     ids, mask = np.array([e.ids for e in encoded]), np.array([e.attention_mask for e in encoded])
     reference = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
@@ -147,10 +155,6 @@ def parity(encoder: Encoder, jar: Path, stem: str, tok: Tokenizer) -> float:
 
 
 def fine_tune(model: CrossEncoder, tok: Tokenizer, pairs: list[tuple[tuple[str, str], int]]) -> None:
-    def encode(chunk: list[tuple[str, str]]) -> tuple[torch.Tensor, ...]:
-        e = tok.encode_batch(chunk)
-        return tuple(torch.tensor([getattr(x, f) for x in e]) for f in ("ids", "attention_mask", "type_ids"))
-
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
     steps = EPOCHS * -(-len(pairs) // BATCH)
     warmup = 0.1 * steps
@@ -164,7 +168,7 @@ def fine_tune(model: CrossEncoder, tok: Tokenizer, pairs: list[tuple[tuple[str, 
         order = rng.permutation(len(pairs))
         for start in range(0, len(order), BATCH):
             chunk = [pairs[j] for j in order[start:start + BATCH]]
-            loss = torch.nn.functional.cross_entropy(model(*encode([p for p, _ in chunk])),
+            loss = torch.nn.functional.cross_entropy(model(*encode(tok, [p for p, _ in chunk])),
                                                      torch.tensor([y for _, y in chunk]))
             optimizer.zero_grad()
             loss.backward()
@@ -183,9 +187,7 @@ def pair_probabilities(model: CrossEncoder, tok: Tokenizer, rows: list[dict]) ->
         out = []
         with torch.no_grad():
             for start in range(0, len(pairs), 64):
-                e = tok.encode_batch(pairs[start:start + 64])
-                logits = model(*(torch.tensor([getattr(x, f) for x in e]) for f in ("ids", "attention_mask", "type_ids")))
-                out.append(torch.softmax(logits, -1).numpy())
+                out.append(torch.softmax(model(*encode(tok, pairs[start:start + 64])), -1).numpy())
         return np.vstack(out)
 
     return symmetrize(run([(r["a"], r["b"]) for r in rows]), run([(r["b"], r["a"]) for r in rows]), CLASSES)
@@ -195,10 +197,9 @@ def recipe_out_of_fold(rows: list[dict], cache: Path) -> list[np.ndarray]:
     """judge-v8's recipe out of fold on all training pairs (training.cross_validate), cached."""
     if cache.exists():
         return pickle.loads(cache.read_bytes())[1]
-    models_dir = load_settings().models_dir
-    featurizer = PairFeaturizer(wordllama_embed, e5_embed, aligned=lambda language: bge.encoder(models_dir, language))
-    both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
-    thresholds, runs = training.cross_validate(rows, both[:len(rows)], both[len(rows):], featurizer,
+    features_of = featurizer(deep=True, models_dir=load_settings().models_dir)
+    both = features_of.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
+    thresholds, runs = training.cross_validate(rows, both[:len(rows)], both[len(rows):], features_of,
                                                training.PARAMS["accurate"])
     cache.write_bytes(pickle.dumps((thresholds, runs)))
     return runs
@@ -229,10 +230,11 @@ def main() -> None:
     fit, held = next(GroupShuffleSplit(1, test_size=0.2, random_state=0).split(
         ours, groups=[rows[i]["group"] for i in ours]))
     fit, held = ours[fit], ours[held]
-    jar, stem = bge.jar_path(load_settings().models_dir, args.language), bge.JARS[args.language].stem
-    tok = tokenizer(jar, stem)
-    encoder = Encoder(onnx_weights(jar, stem), HEADS[args.language])
-    print(json.dumps({"parity_max_abs_diff": parity(encoder, jar, stem, tok),
+    model_bytes, tokenizer_json = read_jar(bge.jar_path(load_settings().models_dir, args.language),
+                                           bge.JARS[args.language].stem)
+    tok = tokenizer(tokenizer_json)
+    encoder = Encoder(onnx_weights(model_bytes), HEADS[args.language])
+    print(json.dumps({"parity_max_abs_diff": parity(encoder, model_bytes, tok),
                       "fit_pairs": len(fit), "scored_pairs": len(held)}), flush=True)
     model = CrossEncoder(encoder)
     pairs = [((rows[i]["a"], rows[i]["b"]), CLASSES.index(rows[i]["label"])) for i in fit]

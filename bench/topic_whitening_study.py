@@ -64,8 +64,8 @@ def main() -> None:
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
                                        np.array([vec["e5"][t] for t in texts])), strict=True))
     synthetic, locomo = sets["synthetic_tune"], sets["locomo_tune"]
-    by_language = dict(zip(("en", "zh"), ([i for i, lang in zip(synthetic, languages(i.text for i in synthetic), strict=True)
-                                          if lang == want] for want in ("en", "zh")), strict=True))
+    langs = languages(i.text for i in synthetic)
+    by_language = {want: [i for i, lang in zip(synthetic, langs, strict=True) if lang == want] for want in ("en", "zh")}
     themes = sorted({i.topic for i in synthetic})
     halves = (set(themes[::2]), set(themes[1::2]))
 
