@@ -118,16 +118,21 @@ def jar_path(models_dir: Path, language: Language) -> Path:
     return Path(models_dir) / JARS[language].file_name
 
 
-@cache
-def encoder(models_dir: Path, language: Language) -> TokenEncoder:
-    """The encoder of ``language``, loaded once per process from its jar in ``models_dir``."""
+def existing_jar(models_dir: Path, language: Language) -> Path:
+    """``jar_path``, or an error that says how to fetch it."""
     path = jar_path(models_dir, language)
     if not path.exists():
         raise ModelMissingError(
             f"{JARS[language].stem} is not in {models_dir}: run `make setup` (or "
             f"`python -m mem_resources.bge fetch --dir {models_dir}`) to copy it from Maven Central, "
             "or set MEMTEND_MODELS_DIR to the folder that holds it")
-    return TokenEncoder(path, JARS[language])
+    return path
+
+
+@cache
+def encoder(models_dir: Path, language: Language) -> TokenEncoder:
+    """The encoder of ``language``, loaded once per process from its jar in ``models_dir``."""
+    return TokenEncoder(existing_jar(models_dir, language), JARS[language])
 
 
 def _sha256(path: Path) -> str:

@@ -3,7 +3,7 @@ a fixed bench-like tenant (default WordLlama embedder, offline judge, real Neo4j
 with a recorded fingerprint. The speed work was checked against the value the code before it
 (integration a2b4d1e) gave; the value was recorded again when judge-v2 was retrained without
 the groups that named speakers of reserved LoCoMo conversations, and when the default offline
-judge became judge-v3, then judge-v6, then judge-v7, then judge-v8 (other model, other judgments)."""
+judge became judge-v3, then judge-v6, then judge-v7, judge-v8, then judge-v9 (other model, other judgments)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from mem_resources.neo4j_resource import Neo4jResource
 #: Fixed: node and merged ids are hashes that include the tenant.
 TENANT = "dedup_fingerprint"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-EXPECTED = "c00f2a0f136879d3fa13866e29f8e2377d7fa841d1d8d99a36af765cd437df9d"
+EXPECTED = "ac941d72e47217af17415a3c35595252630b8610434c60dfe59ff864f5b6c622"
 
 PEOPLE = ["The user", "The user's sister", "The user's friend Tom", "The user's boss"]
 VERBS = ["likes", "often visits", "wants to learn", "talked about", "bought", "plans a trip to"]

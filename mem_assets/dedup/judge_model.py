@@ -20,18 +20,28 @@ from pathlib import Path
 
 import numpy as np
 
+from mem_assets.dedup import cross_encoder
 from mem_assets.dedup.labels import Label, ModelKind
-from mem_assets.dedup.pair_features import ALIGNED_FEATURE_NAMES, DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_assets.dedup.pair_features import (
+    ALIGNED_FEATURE_NAMES,
+    CROSS_FEATURE_NAMES,
+    DEEP_FEATURE_NAMES,
+    FEATURE_NAMES,
+    PairFeaturizer,
+)
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 from mem_resources.settings import DEFAULT_MODELS_DIR
 
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v8", "fast": "judge-v2"}
+MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v9", "fast": "judge-v2"}
 """``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
-the candidate pairs on two cores) and bge-small token states (``ALIGNED_FEATURE_NAMES``: ~3 ms per
-distinct text); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
+the candidate pairs on two cores), bge-small token states (``ALIGNED_FEATURE_NAMES``: ~3 ms per
+distinct text) and, for Chinese pairs, the cross-encoder (``CROSS_FEATURE_NAMES``: two runs per
+pair); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
+FEATURE_SETS = (FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES
+                + ALIGNED_FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES + ALIGNED_FEATURE_NAMES + CROSS_FEATURE_NAMES)
 
 
 GATES: dict[ModelKind, tuple[ModelKind, float]] = {"accurate": ("fast", 0.19)}
@@ -88,6 +98,7 @@ class JudgeModel:
     fingerprint: str
     deep: bool
     aligned: bool = False
+    cross: bool = False
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
@@ -174,15 +185,15 @@ def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]
 def model_from_json(text: str, fingerprint: str) -> JudgeModel:
     spec = json.loads(text)
     features = tuple(spec["features"])
-    if features not in (FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES,
-                        FEATURE_NAMES + DEEP_FEATURE_NAMES + ALIGNED_FEATURE_NAMES):
+    if features not in FEATURE_SETS:
         raise ValueError("judge model was trained on other features: retrain it with "
                          "`python -m mem_assets.dedup.training`")
     trees = tuple(tuple(Tree(*(np.asarray(t[key]) for key in ("left", "right", "feature", "threshold", "value")))
                         for t in stage) for stage in spec["trees"])
     return JudgeModel(tuple(spec["classes"]), np.asarray(spec["init"], dtype=np.float64),
                       float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint,
-                      deep=features != FEATURE_NAMES, aligned=ALIGNED_FEATURE_NAMES[0] in features)
+                      deep=features != FEATURE_NAMES, aligned=ALIGNED_FEATURE_NAMES[0] in features,
+                      cross=CROSS_FEATURE_NAMES[0] in features)
 
 
 @cache
@@ -190,7 +201,18 @@ def load(kind: ModelKind = "accurate") -> JudgeModel:
     """A shipped model; its fingerprint (file name + sha256) keys the judgment cache."""
     path = model_file(kind)
     raw = path.read_bytes()
-    return model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
+    model = model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
+    if model.cross:
+        expected = json.loads(raw)["cross_encoder_sha256"]
+        if cross_encoder_sha256() != expected:
+            raise ValueError(f"{cross_encoder.MODEL_FILE.name} is not the file {path.name} was trained with: "
+                             "restore it from git, or retrain both (docs/dedup.md, \"Retraining\")")
+    return model
+
+
+@cache
+def cross_encoder_sha256() -> str:
+    return hashlib.sha256(cross_encoder.MODEL_FILE.read_bytes()).hexdigest()
 
 
 @cache
@@ -203,14 +225,17 @@ def gate(kind: ModelKind = "accurate") -> Gate | None:
 
 
 def featurizer(deep: bool = True, known_deep: Mapping[str, np.ndarray] | None = None, aligned: bool | None = None,
-               models_dir: Path = DEFAULT_MODELS_DIR) -> PairFeaturizer:
+               models_dir: Path = DEFAULT_MODELS_DIR, cross: bool | None = None) -> PairFeaturizer:
     """A featurizer for the accurate (``deep``) or the fast model; it keeps every text it has
     parsed and embedded, so pairs judged in several batches embed each text once. ``known_deep``:
     e5 passage vectors of texts already embedded (kept on their nodes), not made again.
-    ``aligned`` (default: as ``deep``): bge-small token features, from the jars in ``models_dir``."""
+    ``aligned`` and ``cross`` (default: as ``deep``): bge-small token features and the Chinese
+    cross-encoder, reading the jars in ``models_dir``."""
     aligned = deep if aligned is None else aligned
+    cross = deep if cross is None else cross
     return PairFeaturizer(wordllama_embed, e5_embed if deep else None, known_deep if deep else None,
-                          (lambda language: bge.encoder(Path(models_dir), language)) if aligned else None)
+                          (lambda language: bge.encoder(Path(models_dir), language)) if aligned else None,
+                          cross_encoder.load(Path(models_dir)).probabilities if cross else None)
 
 
 def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.ndarray:
@@ -230,7 +255,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
         Decision("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        features_of = features_of or featurizer(model.deep, aligned=model.aligned)
+        features_of = features_of or featurizer(model.deep, aligned=model.aligned, cross=model.cross)
         count = len(rest)
         cheap = features_of.cheap([*rest, *((b, a) for a, b in rest)])
         judged: list[Decision | None] = [None] * count

@@ -188,7 +188,7 @@ class OfflineJudge(JudgeResource):
 
         model, gate = judge_model.load(self.model), self._gate()
         shared = judge_model.featurizer(model.deep, vectors.known if vectors else None, model.aligned,
-                                        Path(self.models_dir))
+                                        Path(self.models_dir), model.cross)
         results = []
         for pairs in batches:
             decided = judge_model.predict(pairs, model, shared, gate)

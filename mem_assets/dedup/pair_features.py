@@ -34,6 +34,7 @@ from mem_resources.embedder import hashing_embed
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 Encoders = Callable[[Language], TokenEncoder]
+PairScorer = Callable[[Sequence[tuple[str, str]]], np.ndarray]
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -496,6 +497,8 @@ different facts far better than static word vectors ("allergic to cats" / "has a
 
 ALIGNED_FEATURE_NAMES: tuple[str, ...] = ("bge_cos", "bge_align_f", "bge_worst_older", "bge_worst_newer",
                                           "bge_unaligned_older", "bge_unaligned_newer")
+CROSS_FEATURE_NAMES: tuple[str, ...] = ("ce_contradictory", "ce_independent", "ce_redundant")
+"""The Chinese cross-encoder's probabilities (``cross_encoder``); -1 for pairs read in English."""
 """Read from bge-small's per-token states (English or Chinese model, one per pair): a greedy
 word-piece alignment in context, BERTScore-style. A paraphrase aligns every piece on both sides;
 a changed value leaves one piece poorly matched; extra detail leaves pieces of one side unmatched."""
@@ -573,13 +576,16 @@ class PairFeaturizer:
     """Feature rows for many pairs; each distinct text is parsed and embedded once (``embed``
     gives unit vectors for texts and single words: the semantic embedder). With ``deep`` (unit
     vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES``;
-    with ``aligned`` (bge-small encoders by language), then ``ALIGNED_FEATURE_NAMES``."""
+    with ``aligned`` (bge-small encoders by language), then ``ALIGNED_FEATURE_NAMES``; with
+    ``cross`` (probabilities of Chinese pairs), then ``CROSS_FEATURE_NAMES``."""
 
     def __init__(self, embed: Embed, deep: Embed | None = None,
-                 known_deep: Mapping[str, np.ndarray] | None = None, aligned: Encoders | None = None) -> None:
+                 known_deep: Mapping[str, np.ndarray] | None = None, aligned: Encoders | None = None,
+                 cross: PairScorer | None = None) -> None:
         self._embed = embed
         self._deep = deep
         self._aligned = aligned
+        self._cross = cross
         self._states: dict[tuple[Language, str], TokenStates] = {}
         self._texts: dict[str, _Text] = {}
         self._words: dict[str, np.ndarray] = {}
@@ -594,7 +600,7 @@ class PairFeaturizer:
     @property
     def width(self) -> int:
         return len(FEATURE_NAMES) + (len(DEEP_FEATURE_NAMES) if self._deep else 0) \
-            + (len(ALIGNED_FEATURE_NAMES) if self._aligned else 0)
+            + (len(ALIGNED_FEATURE_NAMES) if self._aligned else 0) + (len(CROSS_FEATURE_NAMES) if self._cross else 0)
 
     def _prepare(self, texts: Sequence[str]) -> None:
         new = [t for t in dict.fromkeys(texts) if t not in self._texts]
@@ -638,7 +644,17 @@ class PairFeaturizer:
             parts.append(self._deep_columns(pairs, cheap))
         if self._aligned is not None:
             parts.append(self._aligned_columns(pairs))
+        if self._cross is not None:
+            parts.append(self._cross_columns(pairs))
         return np.hstack(parts) if len(parts) > 1 else cheap
+
+    def _cross_columns(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        assert self._cross is not None
+        columns = np.full((len(pairs), len(CROSS_FEATURE_NAMES)), -1.0)
+        chinese = [i for i, (a, b) in enumerate(pairs) if pair_language(a, b) == "zh"]
+        if chinese:
+            columns[chinese] = self._cross([pairs[i] for i in chinese])
+        return columns
 
     def _aligned_columns(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         assert self._aligned is not None
@@ -750,10 +766,10 @@ class PairFeaturizer:
 
 
 def pair_features(a: str, b: str, embed: Embed, deep: Embed | None = None,
-                  aligned: Encoders | None = None) -> np.ndarray:
-    """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``, then
-    ALIGNED_FEATURE_NAMES with ``aligned``) of an older text ``a`` and a newer text ``b``."""
-    return PairFeaturizer(embed, deep, aligned=aligned).matrix([(a, b)])[0]
+                  aligned: Encoders | None = None, cross: PairScorer | None = None) -> np.ndarray:
+    """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``, ALIGNED_FEATURE_NAMES
+    with ``aligned``, CROSS_FEATURE_NAMES with ``cross``) of an older text ``a`` and a newer text ``b``."""
+    return PairFeaturizer(embed, deep, aligned=aligned, cross=cross).matrix([(a, b)])[0]
 
 
 def informativeness(text: str) -> tuple[int, int]:

