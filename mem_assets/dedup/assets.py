@@ -199,6 +199,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "text_vectors_made": report.vectors_made,
         "text_vectors_skipped": report.vectors_skipped,
         "pairs_gated": report.pairs_gated,
+        "cross_encoder_pair_orders": report.cross_encoded,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "preview": preview_table(frame, ["label", "left_text", "right_text", "reason"]),

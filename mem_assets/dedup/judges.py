@@ -84,6 +84,8 @@ class DeepVectors:
     made: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: int = 0
     """Texts judged without a vector, none kept: only gated pairs read them."""
+    cross_encoded: int = 0
+    """Pair orders the judge's cross-encoder read."""
 
 
 def _split(judged: Sequence[Judgment], requests: Sequence[JudgeRequest]) -> list[list[Judgment]]:
@@ -198,6 +200,7 @@ class OfflineJudge(JudgeResource):
         if vectors is not None:
             vectors.made.update(shared.embedded_deep)
             vectors.skipped = shared.deep_skipped
+            vectors.cross_encoded = shared.cross_encoded
         return results, ChatUsage(calls=sum(len(pairs) for pairs in batches))
 
     def fuse(self, texts: Sequence[str], label: Label,

@@ -44,6 +44,8 @@ class JudgingReport:
     vectors_skipped: int = 0
     """Texts of judged pairs no e5 pass was needed for: only pairs the judge's gate closed read them."""
     pairs_gated: int = 0
+    cross_encoded: int = 0
+    """Pair orders (older, newer and back) the accurate judge's Chinese cross-encoder read."""
     vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
     """(node id, text, vector) the judge made this run."""
 
@@ -134,6 +136,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
         report.vectors_reused = sum(1 for text in set(sides.values()) if text in vectors.known)
         report.vectors_made = len(vectors.made)
         report.vectors_skipped = vectors.skipped
+        report.cross_encoded = vectors.cross_encoded
         report.vectors_to_store = [(node, text, vectors.made[text]) for node, text in sorted(sides.items())
                                    if text in vectors.made]
     return report

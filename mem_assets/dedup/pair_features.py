@@ -586,6 +586,7 @@ class PairFeaturizer:
         self._deep = deep
         self._aligned = aligned
         self._cross = cross
+        self._cross_read: set[tuple[str, str]] = set()
         self._states: dict[tuple[Language, str], TokenStates] = {}
         self._texts: dict[str, _Text] = {}
         self._words: dict[str, np.ndarray] = {}
@@ -653,8 +654,15 @@ class PairFeaturizer:
         columns = np.full((len(pairs), len(CROSS_FEATURE_NAMES)), -1.0)
         chinese = [i for i, (a, b) in enumerate(pairs) if pair_language(a, b) == "zh"]
         if chinese:
-            columns[chinese] = self._cross([pairs[i] for i in chinese])
+            read = [pairs[i] for i in chinese]
+            columns[chinese] = self._cross(read)
+            self._cross_read.update(read)
         return columns
+
+    @property
+    def cross_encoded(self) -> int:
+        """Distinct (older, newer) orders this featurizer had ``cross`` read: its cost."""
+        return len(self._cross_read)
 
     def _aligned_columns(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         assert self._aligned is not None
