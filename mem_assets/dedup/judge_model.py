@@ -99,6 +99,8 @@ class JudgeModel:
     deep: bool
     aligned: bool = False
     cross: bool = False
+    cross_encoder_sha256: str | None = None
+    """The cross-encoder file the trees were trained with (accurate models since judge-v9)."""
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
@@ -193,7 +195,7 @@ def model_from_json(text: str, fingerprint: str) -> JudgeModel:
     return JudgeModel(tuple(spec["classes"]), np.asarray(spec["init"], dtype=np.float64),
                       float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint,
                       deep=features != FEATURE_NAMES, aligned=ALIGNED_FEATURE_NAMES[0] in features,
-                      cross=CROSS_FEATURE_NAMES[0] in features)
+                      cross=CROSS_FEATURE_NAMES[0] in features, cross_encoder_sha256=spec.get("cross_encoder_sha256"))
 
 
 @cache
@@ -202,11 +204,9 @@ def load(kind: ModelKind = "accurate") -> JudgeModel:
     path = model_file(kind)
     raw = path.read_bytes()
     model = model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
-    if model.cross:
-        expected = json.loads(raw)["cross_encoder_sha256"]
-        if cross_encoder_sha256() != expected:
-            raise ValueError(f"{cross_encoder.MODEL_FILE.name} is not the file {path.name} was trained with: "
-                             "restore it from git, or retrain both (docs/dedup.md, \"Retraining\")")
+    if model.cross and cross_encoder_sha256() != model.cross_encoder_sha256:
+        raise ValueError(f"{cross_encoder.MODEL_FILE.name} is not the file {path.name} was trained with: "
+                         "restore it from git, or retrain both (docs/dedup.md, \"Retraining\")")
     return model
 
 

@@ -643,16 +643,17 @@ class PairFeaturizer:
         parts = [cheap]
         if self._deep is not None:
             parts.append(self._deep_columns(pairs, cheap))
+        languages = [pair_language(a, b) for a, b in pairs] if self._aligned or self._cross else []
         if self._aligned is not None:
-            parts.append(self._aligned_columns(pairs))
+            parts.append(self._aligned_columns(pairs, languages))
         if self._cross is not None:
-            parts.append(self._cross_columns(pairs))
+            parts.append(self._cross_columns(pairs, languages))
         return np.hstack(parts) if len(parts) > 1 else cheap
 
-    def _cross_columns(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def _cross_columns(self, pairs: Sequence[tuple[str, str]], languages: Sequence[Language]) -> np.ndarray:
         assert self._cross is not None
         columns = np.full((len(pairs), len(CROSS_FEATURE_NAMES)), -1.0)
-        chinese = [i for i, (a, b) in enumerate(pairs) if pair_language(a, b) == "zh"]
+        chinese = [i for i, language in enumerate(languages) if language == "zh"]
         if chinese:
             read = [pairs[i] for i in chinese]
             columns[chinese] = self._cross(read)
@@ -664,9 +665,8 @@ class PairFeaturizer:
         """Distinct (older, newer) orders this featurizer had ``cross`` read: its cost."""
         return len(self._cross_read)
 
-    def _aligned_columns(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def _aligned_columns(self, pairs: Sequence[tuple[str, str]], languages: Sequence[Language]) -> np.ndarray:
         assert self._aligned is not None
-        languages = [pair_language(a, b) for a, b in pairs]
         for language in dict.fromkeys(languages):
             new = list(dict.fromkeys(t for (a, b), lang in zip(pairs, languages, strict=True) if lang == language
                                      for t in (a, b) if (language, t) not in self._states))
