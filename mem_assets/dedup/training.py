@@ -71,7 +71,6 @@ CROSS_OOF_FILE = TRAIN_FILE.parent / "cross_encoder_oof.jsonl"
 WRONG_BUDGET = 0.015
 REAL_WRONG_MERGE_BUDGET = 0.033
 """Wrong merges allowed on the 640 real-conversation training pairs: judge-v7's rate (21)."""
-REAL_WEIGHT = 1.0
 GRID = np.round(np.arange(0.30, 0.99, 0.02), 2)
 SHUFFLES = (0, 1, 2)
 EASY_NEGATIVES = 1500
@@ -168,13 +167,11 @@ def out_of_fold_cross(models_dir: Path) -> PairScorer:
 
 
 def _fit(features: np.ndarray, swapped: np.ndarray, truth: np.ndarray,
-         negatives: np.ndarray, params: dict, weights: np.ndarray | None = None) -> GradientBoostingClassifier:
+         negatives: np.ndarray, params: dict) -> GradientBoostingClassifier:
     both_ways = truth != "contradictory"
-    weights = np.ones(len(truth)) if weights is None else weights
     return GradientBoostingClassifier(**params).fit(
         np.vstack([features, swapped[both_ways], negatives]),
-        np.concatenate([truth, truth[both_ways], ["independent"] * len(negatives)]),
-        sample_weight=np.concatenate([weights, weights[both_ways], np.ones(len(negatives))]))
+        np.concatenate([truth, truth[both_ways], ["independent"] * len(negatives)]))
 
 
 def _as_pipeline(probabilities: np.ndarray, candidate: np.ndarray, exact: np.ndarray) -> np.ndarray:
@@ -192,64 +189,45 @@ def _scores(truth: np.ndarray, predicted: np.ndarray) -> dict:
         "wrong_percent": round(100 * wrong_count(truth, predicted) / len(truth), 2)}
 
 
-def group_folds(rows: list[dict], real: np.ndarray, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Five group folds; hand-written and real-conversation rows are split each on their own, so
-    the hand-written folds (and the cross-encoder's out-of-fold file, made on shuffle 0's) do not
-    move when real rows are added. Fold k is both parts' fold k."""
-    groups = np.array([r["group"] for r in rows])
-    folds = [(np.zeros(0, dtype=int), np.zeros(0, dtype=int))] * 5
-    for part in (np.flatnonzero(~real), np.flatnonzero(real)):
-        if len(part):
-            split = GroupKFold(5, shuffle=True, random_state=seed).split(part, groups=groups[part])
-            folds = [(np.concatenate([fit, part[f]]), np.concatenate([test, part[t]]))
-                     for (fit, test), (f, t) in zip(folds, split, strict=True)]
-    return folds
-
-
-def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray, featurizer: PairFeaturizer,
-                   params: dict, real: np.ndarray | None = None) -> tuple[dict, list[np.ndarray]]:
-    """Thresholds chosen on the hand-written rows' pooled out-of-fold probabilities, and the
-    probabilities of every row (one array per shuffle). ``real`` marks real-conversation rows:
-    learned from, weighted ``REAL_WEIGHT``, never a source of easy negatives."""
-    real = np.zeros(len(rows), dtype=bool) if real is None else real
+def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
+                   featurizer: PairFeaturizer, params: dict) -> tuple[dict, list[np.ndarray]]:
+    """Thresholds chosen on the pooled out-of-fold probabilities, and those probabilities (one
+    array per shuffle)."""
     truth = np.array([r["label"] for r in rows])
+    groups = np.array([r["group"] for r in rows])
     candidate = features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD
     exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
-    weights = np.where(real, REAL_WEIGHT, 1.0)
     runs = []
     for seed in SHUFFLES:
         probabilities = np.zeros((len(rows), len(CLASSES)))
-        for fit_rows, test_rows in group_folds(rows, real, seed):
-            negatives = easy_negatives([rows[i] for i in fit_rows if not real[i]], featurizer, seed)
-            model = _fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives, params, weights[fit_rows])
+        for fit_rows, test_rows in GroupKFold(5, shuffle=True, random_state=seed).split(features, truth, groups):
+            negatives = easy_negatives([rows[i] for i in fit_rows], featurizer, seed)
+            model = _fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives, params)
             probabilities[test_rows] = symmetrize(model.predict_proba(features[test_rows]),
                                                   model.predict_proba(swapped[test_rows]), CLASSES)
         runs.append(_as_pipeline(probabilities, candidate, exact))
-    authored = ~real
-    return choose_thresholds(np.vstack([run[authored] for run in runs]), np.tile(truth[authored], len(SHUFFLES))), runs
+    return choose_thresholds(np.vstack(runs), np.tile(truth, len(SHUFFLES))), runs
 
 
-def real_figures(truth: np.ndarray, predicted: np.ndarray) -> dict:
-    return {"pairs": len(truth), "wrong_merges": wrong_merges(truth, predicted),
-            "wrong_supersedes": wrong_supersedes(truth, predicted),
-            "redundant_found": int(((predicted == "redundant") & (truth == "redundant")).sum()),
-            "redundant": int((truth == "redundant").sum()),
-            "redundant_f1": _scores(truth, predicted)["redundant"]["f1"]}
-
-
-def cv_scores(rows: list[dict], runs: list[np.ndarray], thresholds: dict, real: np.ndarray) -> dict:
-    """Out-of-fold figures per shuffle: the hand-written rows by language, the real rows apart."""
+def cv_scores(rows: list[dict], runs: list[np.ndarray], thresholds: dict) -> dict:
     truth = np.array([r["label"] for r in rows])
     languages = np.array([r.get("lang", "") for r in rows])
-    authored = ~real
     per_run = []
     for probabilities in runs:
         predicted = apply_thresholds(probabilities, thresholds["redundant"], thresholds["contradictory"])
-        per_run.append({"all": _scores(truth[authored], predicted[authored]), **{
-            lang: _scores(truth[authored & (languages == lang)], predicted[authored & (languages == lang)])
-            for lang in ("en", "zh")}} | ({"real": real_figures(truth[real], predicted[real])} if real.any() else {}))
-    return {"folds": 5, "shuffles": len(SHUFFLES), "wrong_budget": WRONG_BUDGET, "real_weight": REAL_WEIGHT,
-            "runs": per_run}
+        per_run.append({"all": _scores(truth, predicted), **{
+            lang: _scores(truth[languages == lang], predicted[languages == lang]) for lang in ("en", "zh")}})
+    return {"folds": 5, "shuffles": len(SHUFFLES), "wrong_budget": WRONG_BUDGET, "runs": per_run}
+
+
+def pipeline_probabilities(model: GradientBoostingClassifier, rows: list[dict],
+                           featurizer: PairFeaturizer) -> np.ndarray:
+    """``model``'s probabilities for ``rows`` as the pipeline decides (see the module doc, step 2)."""
+    both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
+    features, swapped = both[:len(rows)], both[len(rows):]
+    probabilities = symmetrize(model.predict_proba(features), model.predict_proba(swapped), CLASSES)
+    return _as_pipeline(probabilities, features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD,
+                        np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows]))
 
 
 def real_conversation_threshold(probabilities: np.ndarray, truth: np.ndarray, thresholds: dict) -> dict:
@@ -284,28 +262,33 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
 
 def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
           models_dir: Path = DEFAULT_MODELS_DIR) -> tuple[str, dict]:
+    rows = read_pairs(train_file)
     accurate = kind == "accurate"
-    authored_rows = read_pairs(train_file)
-    rows = authored_rows + (read_pairs(REAL_TRAIN_FILE) if accurate else [])
-    real = np.arange(len(rows)) >= len(authored_rows)
     featurizer = PairFeaturizer(wordllama_embed, e5_embed if accurate else None,
                                 aligned=(lambda language: bge.encoder(models_dir, language)) if accurate else None,
                                 cross=out_of_fold_cross(models_dir) if accurate else None)
     both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
     features, swapped = both[:len(rows)], both[len(rows):]
     truth = np.array([r["label"] for r in rows])
-    thresholds, runs = cross_validate(rows, features, swapped, featurizer, PARAMS[kind], real)
-    cv_thresholds = thresholds
-    if accurate:
-        thresholds = real_conversation_threshold(np.vstack([run[real] for run in runs]),
-                                                 np.tile(truth[real], len(SHUFFLES)), thresholds)
-    model = _fit(features, swapped, truth, easy_negatives(authored_rows, featurizer, 0), PARAMS[kind],
-                 np.where(real, REAL_WEIGHT, 1.0))
+    thresholds, runs = cross_validate(rows, features, swapped, featurizer, PARAMS[kind])
+    model = _fit(features, swapped, truth, easy_negatives(rows, featurizer, 0), PARAMS[kind])
     if list(model.classes_) != CLASSES:
         raise RuntimeError(f"unexpected classes {model.classes_}")
-    report = {"train_pairs": len(authored_rows), "real_train_pairs": int(real.sum()),
-              "easy_negatives": EASY_NEGATIVES, "cv_thresholds": cv_thresholds,
-              **cv_scores(rows, runs, thresholds, real)}
+    real = read_pairs(REAL_TRAIN_FILE)
+    real_truth = np.array([r["label"] for r in real])
+    real_probabilities = pipeline_probabilities(model, real, featurizer)
+    cv_thresholds = thresholds
+    if accurate:
+        thresholds = real_conversation_threshold(real_probabilities, real_truth, thresholds)
+    real_predicted = apply_thresholds(real_probabilities, thresholds["redundant"], thresholds["contradictory"])
+    report = {"train_pairs": len(rows), "easy_negatives": EASY_NEGATIVES, "cv_thresholds": cv_thresholds,
+              **cv_scores(rows, runs, thresholds),
+              "real_conversation_train": {
+                  "pairs": len(real),
+                  "wrong_merges": wrong_merges(real_truth, real_predicted),
+                  "wrong_supersedes": wrong_supersedes(real_truth, real_predicted),
+                  "redundant_found": int(((real_predicted == "redundant") & (real_truth == "redundant")).sum()),
+                  "redundant": int((real_truth == "redundant").sum())}}
     text = export(model, kind, thresholds, {"training": report})
     exported = model_from_json(text, "check")
     if not np.allclose(exported.probabilities(features), model.predict_proba(features), atol=1e-6):
