@@ -3,7 +3,11 @@ a fixed bench-like tenant (default WordLlama embedder, offline judge, real Neo4j
 with a recorded fingerprint. The speed work was checked against the value the code before it
 (integration a2b4d1e) gave; the value was recorded again when judge-v2 was retrained without
 the groups that named speakers of reserved LoCoMo conversations, and when the default offline
-judge became judge-v3, then judge-v6, then judge-v7, judge-v8, then judge-v9 (other model, other judgments)."""
+judge became judge-v3, then judge-v6, then judge-v7, judge-v8, then judge-v9 (other model, other judgments).
+The value is recorded per CPU: numpy's SIMD paths and the int8 / 4-bit ONNX kernels round a little
+differently on another CPU, enough to flip a pair that sits on a threshold (docs/dedup.md,
+"Retraining"). On a new CPU, run this test at the commit that recorded the values and add what it
+gives; any other change must leave the value of its CPU as it is."""
 
 from __future__ import annotations
 
@@ -31,7 +35,10 @@ from mem_resources.neo4j_resource import Neo4jResource
 #: Fixed: node and merged ids are hashes that include the tenant.
 TENANT = "dedup_fingerprint"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-EXPECTED = "ac941d72e47217af17415a3c35595252630b8610434c60dfe59ff864f5b6c622"
+EXPECTED = {
+    "ac941d72e47217af17415a3c35595252630b8610434c60dfe59ff864f5b6c622": "the CPU judge-v9 was trained on",
+    "4a93729c5378441200c627f6726d1ba78cf7ba02110c6b0bcd20fdcab8847679": "AMD EPYC (2026-12-02, at 7cacb16)",
+}
 
 PEOPLE = ["The user", "The user's sister", "The user's friend Tom", "The user's boss"]
 VERBS = ["likes", "often visits", "wants to learn", "talked about", "bought", "plans a trip to"]
@@ -149,4 +156,4 @@ def test_dedup_decisions_match_the_recorded_fingerprint(neo4j: Neo4jResource, in
     labels = frames["relation_judgments"]["label"].value_counts()
     assert (resolved["status"] == "applied").sum() >= 10
     assert labels["redundant"] >= 10 and labels["contradictory"] >= 10
-    assert fingerprint(frames, graph_state(neo4j)) == EXPECTED
+    assert fingerprint(frames, graph_state(neo4j)) in EXPECTED
