@@ -643,7 +643,7 @@ class PairFeaturizer:
         parts = [cheap]
         if self._deep is not None:
             parts.append(self._deep_columns(pairs, cheap))
-        languages = [pair_language(a, b) for a, b in pairs] if self._aligned or self._cross else []
+        languages = [pair_language(a, b) for a, b in pairs]
         if self._aligned is not None:
             parts.append(self._aligned_columns(pairs, languages))
         if self._cross is not None:
