@@ -69,9 +69,15 @@ demo: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
 	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} $(VENV)/bin/memtend tend
 
+# Tests run in TEST_WORKERS processes against one Neo4j (each test owns its tenants); those marked
+# `serial` change the database's indexes, so they run afterwards, alone. `pytest` alone runs all
+# of them in one process.
+TEST_WORKERS ?= 2
+
 test: setup
 	$(VENV)/bin/ruff check --quiet .
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	$(PY) -m pytest -m serial
 
 ui: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \

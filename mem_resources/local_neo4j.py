@@ -14,6 +14,7 @@ Neo4j.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import os
 import shutil
@@ -182,7 +183,16 @@ def _started(settings: LocalNeo4jSettings, log_offset: int | None) -> bool:
 
 
 def up(settings: LocalNeo4jSettings) -> str:
-    """Start the server, or reuse the one already running; return its Bolt URI once it answers."""
+    """Start the server, or reuse the one already running; return its Bolt URI once it answers.
+    Callers at the same moment (parallel test workers, `memtend tend --workers`) start one server:
+    a lock file in its home lets one start it while the others wait, then reuse it."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with (settings.home / "start.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _start_or_reuse(settings)
+
+
+def _start_or_reuse(settings: LocalNeo4jSettings) -> str:
     pid = _read_pid(settings)
     if pid is not None and bolt_answers(settings.uri, auth=settings.auth):
         return settings.uri

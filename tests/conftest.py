@@ -4,28 +4,38 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
+from mem_assets.dedup.evaluation import evaluate, read_pairs
+from mem_assets.dedup.judges import OfflineJudge
 from mem_resources import local_neo4j
+from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 
+JUDGE_HELDOUT = Path(__file__).resolve().parents[1] / "data" / "judge" / "heldout.jsonl"
 
-@pytest.fixture(scope="session")
-def neo4j_uri() -> Iterator[str]:
-    """The server under test; one this session started is stopped again at the end."""
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The process that owns the session (pytest alone, or the xdist controller) stops, at its end,
+    the local server its tests started; workers only start it or reuse it (``local_neo4j.up``)."""
     settings = load_settings()
-    if settings.neo4j_uri:
-        yield settings.neo4j_uri
+    if hasattr(config, "workerinput") or settings.neo4j_uri:
         return
     local = local_neo4j.LocalNeo4jSettings.from_settings(settings)
-    already_running = local_neo4j.bolt_answers(local.uri)
-    uri = local_neo4j.up(local)
-    yield uri
-    if not already_running:
-        local_neo4j.down(local)
+    if not local_neo4j.bolt_answers(local.uri):
+        config.add_cleanup(lambda: local_neo4j.down(local))
+
+
+@pytest.fixture(scope="session")
+def neo4j_uri() -> str:
+    """The server under test: ``NEO4J_URI``, else the project's local server (started once)."""
+    settings = load_settings()
+    return settings.neo4j_uri or local_neo4j.up(local_neo4j.LocalNeo4jSettings.from_settings(settings))
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +56,11 @@ def instance() -> Iterator[dg.DagsterInstance]:
     """A throwaway Dagster instance (its own temp storage) per test."""
     with dg.instance_for_test() as test_instance:
         yield test_instance
+
+
+@pytest.fixture(scope="session")
+def judge_heldout_score() -> dict:
+    """The default embedder and offline judge scored on the hand-written held-out pairs, once per
+    session (~25 s): the floors read it and `memtend eval-judge` must print the same."""
+    return evaluate(read_pairs(JUDGE_HELDOUT), WordLlamaEmbedder(), OfflineJudge(), WORDLLAMA_THRESHOLD,
+                    top_k=5)

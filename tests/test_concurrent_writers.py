@@ -20,7 +20,7 @@ from mem_assets.dedup import resolution
 from mem_assets.dedup.planning import SupersedePlan
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.tenant_lock import TenantBusy, TenantLease
-from tests.support.dagster_server import ROOT
+from tests.support.dagster_server import MODEL_FREE_ENV, ROOT
 from tests.support.planted_corpus import write_planted_inbox
 from tests.test_dedup import run_dedup, write_items
 
@@ -180,8 +180,9 @@ def test_a_killed_tend_then_two_tends_at_once_end_with_the_baseline_graph(
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "NEO4J_URI": neo4j_uri, "MEMTEND_AUTOMATION": "off",
-           "MEMTEND_INBOX": str(tmp_path / "inbox"), "MEMTEND_QUARANTINE": str(tmp_path / "q")}
+    env = {**os.environ, **MODEL_FREE_ENV, "DAGSTER_HOME": str(home), "NEO4J_URI": neo4j_uri,
+           "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(tmp_path / "inbox"),
+           "MEMTEND_QUARANTINE": str(tmp_path / "q")}
 
     alone = _tend(env, tenant)
     assert alone.wait(timeout=600) == 0, alone.stdout.read()[-3000:]

@@ -15,6 +15,9 @@ from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import Settings
 from tests.support.lifecycle import seed_tenant
 
+#: Changes the database's indexes, which every other test relies on: runs alone (Makefile).
+pytestmark = pytest.mark.serial
+
 
 def _statuses(defs: dg.Definitions) -> set[str]:
     repository = defs.get_repository_def()

@@ -11,10 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from mem_assets.cli import app
-from mem_assets.dedup.candidates import default_threshold
 from mem_assets.dedup.evaluation import evaluate, read_pairs
 from mem_assets.dedup.judges import OfflineJudge
-from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
+from mem_resources.embedder import HashingEmbedder
 from tests.support.fake_openai import chat_answer, fake_openai_server
 
 HELDOUT = Path(__file__).resolve().parents[1] / "data" / "judge" / "heldout.jsonl"
@@ -36,12 +35,10 @@ def _run(*args: str) -> tuple[int, dict[str, Any] | str]:
         return result.exit_code, result.output
 
 
-def test_heldout_split_scores_what_evaluate_scores(offline_env):
+def test_heldout_split_scores_what_evaluate_scores(offline_env, judge_heldout_score):
     code, printed = _run(str(HELDOUT))
-    embedder = WordLlamaEmbedder()
-    expected = evaluate(read_pairs(HELDOUT), embedder, OfflineJudge(), default_threshold(embedder), 5)
     assert code == 0, printed
-    assert printed == expected
+    assert printed == judge_heldout_score
     assert printed["pairs"] == len(read_pairs(HELDOUT)) >= 400
     assert {"wrong_merges", "wrong_supersedes", "confusion", "classes"} <= set(printed)
 

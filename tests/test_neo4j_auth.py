@@ -21,7 +21,7 @@ from mem_assets.definitions import tenant_pipeline
 from mem_assets.resources import build_resources
 from mem_resources import local_neo4j
 from mem_resources.settings import load_settings
-from tests.support.dagster_server import free_port
+from tests.support.dagster_server import MODEL_FREE_ENV, free_port
 from tests.support.pipeline import materialize_partition
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "inbox" / "alice"
@@ -50,7 +50,7 @@ def _environment(monkeypatch: pytest.MonkeyPatch, uri: str, password: str, tmp_p
     for name, value in {"NEO4J_URI": uri, "NEO4J_USER": "neo4j", "NEO4J_PASSWORD": password,
                         "NEO4J_DATABASE": "neo4j", "MEMTEND_INBOX": str(tmp_path / "inbox"),
                         "MEMTEND_QUARANTINE": str(tmp_path / "q"), "MEMTEND_LLM": "offline",
-                        "MEMTEND_EMBEDDER": "offline"}.items():
+                        "MEMTEND_EMBEDDER": "offline", **MODEL_FREE_ENV}.items():
         monkeypatch.setenv(name, value)
     return build_resources(load_settings())
 

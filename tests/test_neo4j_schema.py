@@ -5,6 +5,9 @@ import pytest
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.schema import SchemaMismatchError
 
+#: Changes the database's indexes, which every other test relies on: runs alone (Makefile).
+pytestmark = pytest.mark.serial
+
 
 def _index_names(resource: Neo4jResource) -> set[str]:
     with resource.session() as session:

@@ -1,6 +1,6 @@
 """The production instance for real: deploy/dagster.yaml on a PostgreSQL this test starts, the
-webserver and ``dagster-daemon`` on it, several tenants' ``tend_memory`` runs queued at once
-(some tenants twice), as a data engineer would click them in the UI.
+webserver and ``dagster-daemon`` on it, two tenants' ``tend_memory`` runs queued at once
+(one of them twice), as a data engineer would click them in the UI.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from dagster_graphql import DagsterGraphQLClient
 
 from mem_resources import local_postgres
 from mem_resources.local_postgres import LocalPostgres
-from tests.support.dagster_server import ROOT, dagster_webserver_and_daemon, free_port
+from tests.support.dagster_server import MODEL_FREE_ENV, ROOT, dagster_webserver_and_daemon, free_port
 from tests.support.pipeline import node_count
 
 SAMPLE = ROOT / "data" / "sample" / "inbox"
-TENANTS = ["alice", "wang_lei", "sam"]
-TWICE = ["alice", "sam"]
+TENANTS = ["alice", "sam"]
+TWICE = ["alice"]
 LINES_PER_FILE = 30
 
 
@@ -75,7 +75,7 @@ def test_queued_tenants_on_postgres_run_one_at_a_time_per_tenant_and_all_succeed
             (inbox / tenant / sample.name).write_bytes(b"".join(lines))
     for key, value in postgres.dagster_env().items():
         monkeypatch.setenv(key, value)
-    env = {"NEO4J_URI": neo4j_uri, "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(inbox),
+    env = {**MODEL_FREE_ENV, "NEO4J_URI": neo4j_uri, "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(inbox),
            "MEMTEND_QUARANTINE": str(home / "quarantine"), **postgres.dagster_env()}
 
     with (dagster_webserver_and_daemon(home, env, instance_yaml=ROOT / "deploy" / "dagster.yaml") as server,

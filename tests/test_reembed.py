@@ -16,6 +16,9 @@ from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.schema import SchemaMismatchError
 from tests.support.lifecycle import seed_tenant
 
+#: Changes the database's indexes, which every other test relies on: runs alone (Makefile).
+pytestmark = pytest.mark.serial
+
 
 def _index_dimension(neo4j: Neo4jResource) -> int | None:
     with neo4j.session() as session:

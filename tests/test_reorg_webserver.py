@@ -14,6 +14,7 @@ import pytest
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.dagster_server import (
     BIN,
+    MODEL_FREE_ENV,
     ROOT,
     DagsterServer,
     dagster_webserver_and_daemon,
@@ -104,7 +105,7 @@ def _paths(keys: list[dict]) -> set[str]:
 @pytest.fixture(scope="module")
 def server(neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("dagster_home")
-    env = {"NEO4J_URI": neo4j_uri, "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(home / "inbox"),
+    env = {**MODEL_FREE_ENV, "NEO4J_URI": neo4j_uri, "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(home / "inbox"),
            "MEMTEND_QUARANTINE": str(home / "quarantine")}
     with dagster_webserver_and_daemon(home, env) as running:
         yield running

@@ -12,7 +12,7 @@ import dagster as dg
 
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.run_liveness import PID_TAG
-from tests.support.dagster_server import BIN, ROOT
+from tests.support.dagster_server import BIN, MODEL_FREE_ENV, ROOT
 from tests.support.pipeline import node_count
 
 SAMPLE = ROOT / "data" / "sample" / "inbox"
@@ -30,8 +30,9 @@ def test_two_workers_tend_every_tenant_once_and_report_each_run(
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "NEO4J_URI": neo4j_uri, "MEMTEND_AUTOMATION": "off",
-           "MEMTEND_INBOX": str(tmp_path / "inbox"), "MEMTEND_QUARANTINE": str(tmp_path / "q")}
+    env = {**os.environ, **MODEL_FREE_ENV, "DAGSTER_HOME": str(home), "NEO4J_URI": neo4j_uri,
+           "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(tmp_path / "inbox"),
+           "MEMTEND_QUARANTINE": str(tmp_path / "q")}
 
     cli = subprocess.Popen([str(BIN / "memtend"), "tend", "--workers", "2", *tenants], env=env, cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

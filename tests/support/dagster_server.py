@@ -21,6 +21,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
+#: For tests of how runs are launched, queued, leased and monitored: the model-free judge and
+#: topic spaces. What those tests check does not depend on the models, which cost about three
+#: quarters of a run's time; the dedup, topic and end-to-end tests run the defaults.
+MODEL_FREE_ENV = {"MEMTEND_OFFLINE_JUDGE": "fast", "MEMTEND_TOPIC_E5_LANGUAGES": "none",
+                  "MEMTEND_TOPIC_COMBINED_LANGUAGES": "none"}
+
 
 def free_port() -> int:
     with socket.socket() as probe:

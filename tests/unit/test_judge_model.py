@@ -43,19 +43,13 @@ from mem_resources.settings import DEFAULT_MODELS_DIR
 DATA = Path(__file__).parents[2] / "data" / "judge"
 
 
-@pytest.fixture(scope="module")
-def heldout_score() -> dict:
-    return evaluate(read_pairs(DATA / "heldout.jsonl"), WordLlamaEmbedder(), OfflineJudge(),
-                    WORDLLAMA_THRESHOLD, top_k=5)
-
-
-def test_heldout_floors(heldout_score):
-    assert heldout_score["pairs"] >= 400
-    assert heldout_score["wrong_total"]["percent"] <= 1.5
-    assert heldout_score["classes"]["redundant"]["precision"] >= 0.95
-    assert heldout_score["classes"]["redundant"]["f1"] >= 0.74
-    assert heldout_score["classes"]["contradictory"]["f1"] >= 0.72
-    assert set(heldout_score["by_language"]) >= {"en", "zh"}
+def test_heldout_floors(judge_heldout_score):
+    assert judge_heldout_score["pairs"] >= 400
+    assert judge_heldout_score["wrong_total"]["percent"] <= 1.5
+    assert judge_heldout_score["classes"]["redundant"]["precision"] >= 0.95
+    assert judge_heldout_score["classes"]["redundant"]["f1"] >= 0.74
+    assert judge_heldout_score["classes"]["contradictory"]["f1"] >= 0.72
+    assert set(judge_heldout_score["by_language"]) >= {"en", "zh"}
 
 
 def test_real_conversation_heldout_floors():
