@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from neo4j import Session
+from neo4j.exceptions import ClientError
 
 #: Labels whose nodes carry an ``id`` unique within a tenant (seed 002's node types).
 TENANT_SCOPED_LABELS = (
@@ -10,6 +13,14 @@ TENANT_SCOPED_LABELS = (
     "Claim", "Domain", "Predicate", "Topic", "IngestedFile", "DedupJudgment",
 )
 VECTOR_INDEX = "memory_embedding"
+#: What a process sees when another one (a run of another tenant, a parallel test worker) creates
+#: the same schema at the same moment: ``IF NOT EXISTS`` does not cover a creation not yet
+#: committed (and two creations on one label can deadlock, which the driver retries).
+_RACED_CODES = frozenset({
+    "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+    "Neo.ClientError.Schema.IndexAlreadyExists",
+    "Neo.ClientError.Schema.ConstraintAlreadyExists",
+})
 
 #: Name → statement of every constraint and range index, created when its name is missing.
 _STATEMENTS = {
@@ -87,15 +98,25 @@ def ensure(session: Session, embedding_dimension: int) -> None:
     names, pending, live = _existing(session)
     missing = [statement for name, statement in _STATEMENTS.items() if name not in names]
     for statement in missing:
-        session.run(statement).consume()
+        _create(session, statement)
     created_vector_index = live is None
     if created_vector_index:
-        session.run(_vector_index_statement(), options=_vector_options(embedding_dimension)).consume()
+        _create(session, _vector_index_statement(), options=_vector_options(embedding_dimension))
         live = vector_index_dimension(session)
     if live != embedding_dimension:
         raise SchemaMismatchError(mismatch_message(live, embedding_dimension))
     if missing or pending or created_vector_index:
         session.run("CALL db.awaitIndexes(300)").consume()
+
+
+def _create(session: Session, statement: str, **parameters: Any) -> None:
+    """One schema command in a managed transaction (the driver retries a deadlock with backoff);
+    another process having created the same rule first counts as done."""
+    try:
+        session.execute_write(lambda tx: tx.run(statement, **parameters).consume())
+    except ClientError as exc:
+        if exc.code not in _RACED_CODES:
+            raise
 
 
 def recreate_vector_index(session: Session, embedding_dimension: int) -> bool:

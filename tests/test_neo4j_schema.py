@@ -1,9 +1,12 @@
 """The resource creates the schema its queries rely on before the first query, on any graph."""
 
+import threading
+
 import pytest
+from neo4j.exceptions import Neo4jError
 
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.schema import SchemaMismatchError
+from mem_resources.schema import _STATEMENTS, SchemaMismatchError
 
 #: Changes the database's indexes, which every other test relies on: runs alone (Makefile).
 pytestmark = pytest.mark.serial
@@ -31,3 +34,37 @@ def test_an_embedder_of_another_dimension_is_refused(neo4j: Neo4jResource, neo4j
     with pytest.raises(SchemaMismatchError, match=expected) as refused:
         _ = other.driver
     assert "memtend reembed --recreate-index" in str(refused.value)
+
+
+def test_processes_creating_the_schema_at_once_all_start(neo4j: Neo4jResource, neo4j_uri: str):
+    """Runs of several tenants (or test workers) meeting a graph without the schema: each creates
+    it, none fails because another one got there first."""
+    with neo4j.session() as session:
+        for name in _STATEMENTS:
+            session.run(f"DROP CONSTRAINT {name} IF EXISTS").consume()
+            session.run(f"DROP INDEX {name} IF EXISTS").consume()
+    starting = threading.Barrier(6)
+    failures: list[Neo4jError] = []
+
+    def start() -> None:
+        resource = Neo4jResource(uri=neo4j_uri, database=neo4j.database)
+        try:
+            starting.wait()
+            _ = resource.driver
+        except Neo4jError as exc:
+            failures.append(exc)
+        finally:
+            resource.close()
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert failures == []
+    assert set(_STATEMENTS) <= _index_names(neo4j) | _constraint_names(neo4j)
+
+
+def _constraint_names(resource: Neo4jResource) -> set[str]:
+    with resource.session() as session:
+        return {r["name"] for r in session.run("SHOW CONSTRAINTS YIELD name RETURN name")}
