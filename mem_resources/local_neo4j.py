@@ -184,8 +184,8 @@ def _started(settings: LocalNeo4jSettings, log_offset: int | None) -> bool:
 
 def up(settings: LocalNeo4jSettings) -> str:
     """Start the server, or reuse the one already running; return its Bolt URI once it answers.
-    Callers at the same moment (parallel test workers, `memtend tend --workers`) start one server:
-    a lock file in its home lets one start it while the others wait, then reuse it."""
+    Callers at the same moment (parallel test workers, a bench started beside `make demo`) start
+    one server: a lock file in its home lets one start it while the others wait, then reuse it."""
     settings.home.mkdir(parents=True, exist_ok=True)
     with (settings.home / "start.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
