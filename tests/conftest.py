@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from filelock import FileLock
 
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.evaluation import evaluate, read_pairs
@@ -59,8 +61,18 @@ def instance() -> Iterator[dg.DagsterInstance]:
 
 
 @pytest.fixture(scope="session")
-def judge_heldout_score() -> dict:
+def judge_heldout_score(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict:
     """The default embedder and offline judge scored on the hand-written held-out pairs, once per
-    session (~25 s): the floors read it and `memtend eval-judge` must print the same."""
-    return evaluate(read_pairs(JUDGE_HELDOUT), WordLlamaEmbedder(), OfflineJudge(), WORDLLAMA_THRESHOLD,
-                    top_k=5)
+    test run (~25 s; xdist workers share the first one's result through a file): the floors read
+    it and `memtend eval-judge` must print the same."""
+    def compute() -> dict:
+        return evaluate(read_pairs(JUDGE_HELDOUT), WordLlamaEmbedder(), OfflineJudge(), WORDLLAMA_THRESHOLD,
+                        top_k=5)
+
+    if worker_id == "master":
+        return compute()
+    shared = tmp_path_factory.getbasetemp().parent / "judge_heldout_score.json"
+    with FileLock(f"{shared}.lock"):
+        if not shared.is_file():
+            shared.write_text(json.dumps(compute()), "utf-8")
+        return json.loads(shared.read_text("utf-8"))
