@@ -3,10 +3,11 @@
 Trained with scikit-learn (``python -m mem_assets.dedup.training``) and shipped as plain JSON
 (the trees' split features, thresholds and leaf values) under ``models/``, so loading needs no
 pickle and gives the same numbers under any scikit-learn version. Precision first: a pair is
-redundant only when P(redundant) clears ``thresholds["redundant"]``, contradictory only when
-P(contradictory) clears ``thresholds["contradictory"]``, otherwise independent; the thresholds are
-chosen on cross-validated training predictions so that wrong merges plus wrong supersedes stay
-under the documented budget (see ``training``).
+redundant only when P(redundant) clears ``thresholds["redundant"]`` (pairs of two Chinese texts:
+``thresholds["redundant_zh"]`` when the model has one), contradictory only when P(contradictory)
+clears ``thresholds["contradictory"]``, otherwise independent; the thresholds are chosen on
+cross-validated training predictions so that wrong merges plus wrong supersedes stay under the
+documented budget (see ``training``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from mem_resources.memory_model import normalize_text
 from mem_resources.settings import DEFAULT_MODELS_DIR
 
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v9", "fast": "judge-v2"}
+MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v11", "fast": "judge-v2"}
 """``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
 the candidate pairs on two cores), bge-small token states (``ALIGNED_FEATURE_NAMES``: ~3 ms per
 distinct text) and, for Chinese pairs, the cross-encoder (``CROSS_FEATURE_NAMES``: two runs per
@@ -121,13 +122,22 @@ class JudgeModel:
         the forward one, since a contradiction is read as "b replaces a"."""
         return symmetrize(self.probabilities(forward), self.probabilities(backward), self.classes)
 
-    def decide(self, probabilities: np.ndarray) -> list[tuple[Label, float]]:
-        """Precision-first labels: independent unless a class clears its threshold."""
+    def redundant_thresholds(self, chinese: np.ndarray) -> np.ndarray:
+        """The redundant threshold of each pair: ``redundant_zh`` for pairs of two Chinese texts
+        when the model has one (training.py's real-conversation raise is English evidence)."""
+        return np.where(chinese, self.thresholds.get("redundant_zh", self.thresholds["redundant"]),
+                        self.thresholds["redundant"])
+
+    def decide(self, probabilities: np.ndarray, chinese: np.ndarray | None = None) -> list[tuple[Label, float]]:
+        """Precision-first labels: independent unless a class clears its threshold. ``chinese``:
+        which pairs are of two Chinese texts (the ``zh`` feature); None: none."""
+        probabilities = np.atleast_2d(probabilities)
         index = {c: i for i, c in enumerate(self.classes)}
+        bars = self.redundant_thresholds(np.zeros(len(probabilities), bool) if chinese is None else chinese)
         decided: list[tuple[Label, float]] = []
-        for row in np.atleast_2d(probabilities):
+        for row, bar in zip(probabilities, bars, strict=True):
             redundant, contradictory = row[index["redundant"]], row[index["contradictory"]]
-            if redundant >= self.thresholds["redundant"] and redundant >= contradictory:
+            if redundant >= bar and redundant >= contradictory:
                 decided.append(("redundant", float(redundant)))
             elif contradictory >= self.thresholds["contradictory"]:
                 decided.append(("contradictory", float(contradictory)))
@@ -272,7 +282,8 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             features = features_of.with_deep([*subset, *((b, a) for a, b in subset)],
                                              cheap[np.concatenate([opened, opened + count])])
             probabilities = model.pair_probabilities(features[:len(subset)], features[len(subset):])
-            for i, (label, p) in zip(opened, model.decide(probabilities), strict=True):
+            chinese = features[:len(subset), FEATURE_NAMES.index("zh")] == 1
+            for i, (label, p) in zip(opened, model.decide(probabilities, chinese), strict=True):
                 judged[i] = Decision(label, p)
         remaining = iter(judged)
         decided = [known or next(remaining) for known in decided]

@@ -2,7 +2,7 @@
 
 ``python -m mem_assets.dedup.training [--model accurate|fast] [--train PATH] [--out PATH]``
 
-``accurate`` (judge-v9, the default) learns from ``FEATURE_NAMES``, ``DEEP_FEATURE_NAMES``
+``accurate`` (judge-v11, the default; its trees are judge-v9's) learns from ``FEATURE_NAMES``, ``DEEP_FEATURE_NAMES``
 (multilingual-e5), ``ALIGNED_FEATURE_NAMES`` (bge-small token alignment; the jars ``make setup``
 fetched) and ``CROSS_FEATURE_NAMES`` (the Chinese cross-encoder: ``cross_encoder_training`` makes
 it first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
@@ -32,7 +32,8 @@ it first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
    merges two true observations of one speaker that merely restate an attitude. So the final fit
    judges the 640 real-conversation training pairs (data/judge/locomo/train.jsonl, as the pipeline
    would) and the redundant threshold is raised on the grid until its wrong merges there stay
-   within ``REAL_WRONG_MERGE_BUDGET``.
+   within ``REAL_WRONG_MERGE_BUDGET``. Those pairs are all English, so pairs of two Chinese texts
+   (the ``zh`` feature) keep the cross-validated one (``redundant_zh``, since judge-v11).
 
 Fixed seeds throughout: the same data gives the same file. The held-out split is never read here.
 """
@@ -86,10 +87,21 @@ def read_pairs(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def apply_thresholds(probabilities: np.ndarray, redundant: float, contradictory: float) -> np.ndarray:
+def apply_thresholds(probabilities: np.ndarray, redundant: float | np.ndarray, contradictory: float) -> np.ndarray:
+    """Labels as the judge decides; ``redundant`` may be one threshold per row."""
     r, c = probabilities[:, CLASSES.index("redundant")], probabilities[:, CLASSES.index("contradictory")]
     return np.where((r >= redundant) & (r >= c), "redundant",
                     np.where(c >= contradictory, "contradictory", "independent"))
+
+
+def apply_model_thresholds(probabilities: np.ndarray, thresholds: dict, chinese: np.ndarray) -> np.ndarray:
+    """Labels under a model's thresholds (``redundant_zh`` for pairs of two Chinese texts)."""
+    redundant = np.where(chinese, thresholds.get("redundant_zh", thresholds["redundant"]), thresholds["redundant"])
+    return apply_thresholds(probabilities, redundant, thresholds["contradictory"])
+
+
+def both_chinese(features: np.ndarray) -> np.ndarray:
+    return features[:, FEATURE_NAMES.index("zh")] == 1
 
 
 def wrong_merges(truth: np.ndarray, predicted: np.ndarray) -> int:
@@ -209,34 +221,38 @@ def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
     return choose_thresholds(np.vstack(runs), np.tile(truth, len(SHUFFLES))), runs
 
 
-def cv_scores(rows: list[dict], runs: list[np.ndarray], thresholds: dict) -> dict:
+def cv_scores(rows: list[dict], runs: list[np.ndarray], thresholds: dict, chinese: np.ndarray) -> dict:
     truth = np.array([r["label"] for r in rows])
     languages = np.array([r.get("lang", "") for r in rows])
     per_run = []
     for probabilities in runs:
-        predicted = apply_thresholds(probabilities, thresholds["redundant"], thresholds["contradictory"])
+        predicted = apply_model_thresholds(probabilities, thresholds, chinese)
         per_run.append({"all": _scores(truth, predicted), **{
             lang: _scores(truth[languages == lang], predicted[languages == lang]) for lang in ("en", "zh")}})
     return {"folds": 5, "shuffles": len(SHUFFLES), "wrong_budget": WRONG_BUDGET, "runs": per_run}
 
 
 def pipeline_probabilities(model: GradientBoostingClassifier, rows: list[dict],
-                           featurizer: PairFeaturizer) -> np.ndarray:
-    """``model``'s probabilities for ``rows`` as the pipeline decides (see the module doc, step 2)."""
+                           featurizer: PairFeaturizer) -> tuple[np.ndarray, np.ndarray]:
+    """``model``'s probabilities for ``rows`` as the pipeline decides (see the module doc, step 2),
+    and which rows are pairs of two Chinese texts."""
     both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
     features, swapped = both[:len(rows)], both[len(rows):]
     probabilities = symmetrize(model.predict_proba(features), model.predict_proba(swapped), CLASSES)
     return _as_pipeline(probabilities, features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD,
-                        np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows]))
+                        np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])), both_chinese(features)
 
 
-def real_conversation_threshold(probabilities: np.ndarray, truth: np.ndarray, thresholds: dict) -> dict:
+def real_conversation_threshold(probabilities: np.ndarray, truth: np.ndarray, chinese: np.ndarray,
+                                thresholds: dict) -> dict:
     """The redundant threshold raised on the grid until wrong merges on the real-conversation
-    training pairs stay within ``REAL_WRONG_MERGE_BUDGET`` of them (step 4 of the module doc)."""
+    training pairs stay within ``REAL_WRONG_MERGE_BUDGET`` of them; pairs of two Chinese texts
+    keep the cross-validated one (step 4 of the module doc)."""
     for redundant in GRID[GRID >= thresholds["redundant"]]:
-        predicted = apply_thresholds(probabilities, redundant, thresholds["contradictory"])
-        if wrong_merges(truth, predicted) <= REAL_WRONG_MERGE_BUDGET * len(truth):
-            return {**thresholds, "redundant": float(redundant)}
+        raised = {**thresholds, "redundant": float(redundant), "redundant_zh": thresholds["redundant"]}
+        if wrong_merges(truth, apply_model_thresholds(probabilities, raised, chinese)) \
+                <= REAL_WRONG_MERGE_BUDGET * len(truth):
+            return raised
     raise RuntimeError("no redundant threshold keeps real-conversation wrong merges within the budget")
 
 
@@ -276,13 +292,13 @@ def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
         raise RuntimeError(f"unexpected classes {model.classes_}")
     real = read_pairs(REAL_TRAIN_FILE)
     real_truth = np.array([r["label"] for r in real])
-    real_probabilities = pipeline_probabilities(model, real, featurizer)
+    real_probabilities, real_chinese = pipeline_probabilities(model, real, featurizer)
     cv_thresholds = thresholds
     if accurate:
-        thresholds = real_conversation_threshold(real_probabilities, real_truth, thresholds)
-    real_predicted = apply_thresholds(real_probabilities, thresholds["redundant"], thresholds["contradictory"])
+        thresholds = real_conversation_threshold(real_probabilities, real_truth, real_chinese, thresholds)
+    real_predicted = apply_model_thresholds(real_probabilities, thresholds, real_chinese)
     report = {"train_pairs": len(rows), "easy_negatives": EASY_NEGATIVES, "cv_thresholds": cv_thresholds,
-              **cv_scores(rows, runs, thresholds),
+              **cv_scores(rows, runs, thresholds, both_chinese(features)),
               "real_conversation_train": {
                   "pairs": len(real),
                   "wrong_merges": wrong_merges(real_truth, real_predicted),
