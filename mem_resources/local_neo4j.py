@@ -136,7 +136,28 @@ def _write_conf(settings: LocalNeo4jSettings) -> Path:
     return conf
 
 
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _spawn(argv: list[str], log_fd: int) -> int:
+    """Start the JVM in its own session, output to ``log_fd``, with the shutdown signals at their
+    defaults. A JVM that inherits an ignored SIGTERM never runs its shutdown hook, so ``down``
+    could only kill it after its timeout (an unclean stop); a caller can have SIGTERM ignored
+    without knowing: Dagster maps SIGTERM to SIGINT's handler, and a background job ignores SIGINT."""
+    return os.posix_spawn(argv[0], argv, os.environ, file_actions=[
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, log_fd, 1),
+        (os.POSIX_SPAWN_DUP2, log_fd, 2),
+    ], setsid=True, setsigdef=SHUTDOWN_SIGNALS)
+
+
 def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a server this process started and that has exited is reaped here."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -218,15 +239,10 @@ def _start_or_reuse(settings: LocalNeo4jSettings) -> str:
             password_file.write_text(settings.password)
         log_offset = settings.log_file.stat().st_size if settings.log_file.exists() else 0
         with settings.log_file.open("ab") as log:
-            proc = subprocess.Popen(
-                [java, f"-Xmx{settings.heap}", f"-Xms{settings.heap}", *JVM_FLAGS,
-                 "-cp", classpath, str(SERVER_DIR / "LocalNeo4j.java"),
-                 str(settings.home / "dbms"), str(conf), str(password_file)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        settings.pid_file.write_text(str(proc.pid))
-        pid = proc.pid
+            pid = _spawn([java, f"-Xmx{settings.heap}", f"-Xms{settings.heap}", *JVM_FLAGS,
+                          "-cp", classpath, str(SERVER_DIR / "LocalNeo4j.java"),
+                          str(settings.home / "dbms"), str(conf), str(password_file)], log.fileno())
+        settings.pid_file.write_text(str(pid))
     deadline = time.monotonic() + settings.start_timeout_s
     while time.monotonic() < deadline:
         if not _pid_alive(pid):
@@ -247,10 +263,6 @@ def down(settings: LocalNeo4jSettings, timeout_s: float = 60.0) -> bool:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while _pid_alive(pid) and time.monotonic() < deadline:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
         time.sleep(0.2)
     if _pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
