@@ -74,10 +74,14 @@ demo: neo4j-up
 # of them in one process.
 TEST_WORKERS ?= 2
 
+# The local server is started once for both parts (and stopped after, unless it was already up).
 test: setup
 	$(VENV)/bin/ruff check --quiet .
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"
-	$(PY) -m pytest -m serial
+	@if [ -n "$$NEO4J_URI" ] || $(PY) -m mem_resources.local_neo4j status >/dev/null 2>&1; then own=0; \
+	else $(PY) -m mem_resources.local_neo4j up >/dev/null || exit 1; own=1; fi; \
+	rc=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" || rc=$$?; \
+	[ $$rc -ne 0 ] || $(PY) -m pytest -m serial || rc=$$?; \
+	[ $$own -eq 0 ] || $(PY) -m mem_resources.local_neo4j down >/dev/null; exit $$rc
 
 ui: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
