@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import typer
 from neo4j import GraphDatabase
@@ -136,19 +137,24 @@ def _write_conf(settings: LocalNeo4jSettings) -> Path:
     return conf
 
 
-SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_EXEC_WITH_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for name in ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGPIPE', 'SIGXFSZ'):\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
-def _spawn(argv: list[str], log_fd: int) -> int:
-    """Start the JVM in its own session, output to ``log_fd``, with the shutdown signals at their
-    defaults. A JVM that inherits an ignored SIGTERM never runs its shutdown hook, so ``down``
-    could only kill it after its timeout (an unclean stop); a caller can have SIGTERM ignored
-    without knowing: Dagster maps SIGTERM to SIGINT's handler, and a background job ignores SIGINT."""
-    return os.posix_spawn(argv[0], argv, os.environ, file_actions=[
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, log_fd, 1),
-        (os.POSIX_SPAWN_DUP2, log_fd, 2),
-    ], setsid=True, setsigdef=SHUTDOWN_SIGNALS)
+def _spawn(argv: list[str], log: IO[bytes]) -> int:
+    """Start ``argv`` (the JVM) in its own session, output to ``log``, with the shutdown signals
+    at their defaults: a JVM that inherits an ignored SIGTERM never runs its shutdown hook, so
+    ``down`` could only kill it after its timeout (an unclean stop), and a caller can ignore
+    SIGTERM without knowing (Dagster maps SIGTERM to SIGINT's handler, and a background job
+    ignores SIGINT). A signal ignored at exec stays ignored, and resetting it between fork and exec
+    is not thread-safe from Python, so a short Python step resets them and execs the JVM in place
+    (same pid)."""
+    return subprocess.Popen([sys.executable, "-c", _EXEC_WITH_DEFAULT_SIGNALS, *argv], stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True).pid
 
 
 def _pid_alive(pid: int) -> bool:
@@ -241,7 +247,7 @@ def _start_or_reuse(settings: LocalNeo4jSettings) -> str:
         with settings.log_file.open("ab") as log:
             pid = _spawn([java, f"-Xmx{settings.heap}", f"-Xms{settings.heap}", *JVM_FLAGS,
                           "-cp", classpath, str(SERVER_DIR / "LocalNeo4j.java"),
-                          str(settings.home / "dbms"), str(conf), str(password_file)], log.fileno())
+                          str(settings.home / "dbms"), str(conf), str(password_file)], log)
         settings.pid_file.write_text(str(pid))
     deadline = time.monotonic() + settings.start_timeout_s
     while time.monotonic() < deadline:
