@@ -122,18 +122,12 @@ class JudgeModel:
         the forward one, since a contradiction is read as "b replaces a"."""
         return symmetrize(self.probabilities(forward), self.probabilities(backward), self.classes)
 
-    def redundant_thresholds(self, chinese: np.ndarray) -> np.ndarray:
-        """The redundant threshold of each pair: ``redundant_zh`` for pairs of two Chinese texts
-        when the model has one (training.py's real-conversation raise is English evidence)."""
-        return np.where(chinese, self.thresholds.get("redundant_zh", self.thresholds["redundant"]),
-                        self.thresholds["redundant"])
-
     def decide(self, probabilities: np.ndarray, chinese: np.ndarray | None = None) -> list[tuple[Label, float]]:
         """Precision-first labels: independent unless a class clears its threshold. ``chinese``:
         which pairs are of two Chinese texts (the ``zh`` feature); None: none."""
         probabilities = np.atleast_2d(probabilities)
         index = {c: i for i, c in enumerate(self.classes)}
-        bars = self.redundant_thresholds(np.zeros(len(probabilities), bool) if chinese is None else chinese)
+        bars = redundant_thresholds(self.thresholds, np.zeros(len(probabilities), bool) if chinese is None else chinese)
         decided: list[tuple[Label, float]] = []
         for row, bar in zip(probabilities, bars, strict=True):
             redundant, contradictory = row[index["redundant"]], row[index["contradictory"]]
@@ -144,6 +138,17 @@ class JudgeModel:
             else:
                 decided.append(("independent", float(row[index["independent"]])))
         return decided
+
+
+def both_chinese(features: np.ndarray) -> np.ndarray:
+    """Which feature rows are pairs of two Chinese texts (the ``zh`` feature)."""
+    return features[:, FEATURE_NAMES.index("zh")] == 1
+
+
+def redundant_thresholds(thresholds: Mapping[str, float], chinese: np.ndarray) -> np.ndarray:
+    """The redundant threshold of each pair: ``redundant_zh`` for pairs of two Chinese texts when
+    the model has one (training.py's real-conversation raise is English evidence)."""
+    return np.where(chinese, thresholds.get("redundant_zh", thresholds["redundant"]), thresholds["redundant"])
 
 
 @dataclass(frozen=True)
@@ -282,7 +287,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             features = features_of.with_deep([*subset, *((b, a) for a, b in subset)],
                                              cheap[np.concatenate([opened, opened + count])])
             probabilities = model.pair_probabilities(features[:len(subset)], features[len(subset):])
-            chinese = features[:len(subset), FEATURE_NAMES.index("zh")] == 1
+            chinese = both_chinese(features[:len(subset)])
             for i, (label, p) in zip(opened, model.decide(probabilities, chinese), strict=True):
                 judged[i] = Decision(label, p)
         remaining = iter(judged)

@@ -54,9 +54,11 @@ from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.judge_model import (
     FEATURE_SETS,
     MODEL_NAMES,
+    both_chinese,
     cross_encoder_sha256,
     model_file,
     model_from_json,
+    redundant_thresholds,
     symmetrize,
 )
 from mem_assets.dedup.labels import ModelKind
@@ -96,12 +98,7 @@ def apply_thresholds(probabilities: np.ndarray, redundant: float | np.ndarray, c
 
 def apply_model_thresholds(probabilities: np.ndarray, thresholds: dict, chinese: np.ndarray) -> np.ndarray:
     """Labels under a model's thresholds (``redundant_zh`` for pairs of two Chinese texts)."""
-    redundant = np.where(chinese, thresholds.get("redundant_zh", thresholds["redundant"]), thresholds["redundant"])
-    return apply_thresholds(probabilities, redundant, thresholds["contradictory"])
-
-
-def both_chinese(features: np.ndarray) -> np.ndarray:
-    return features[:, FEATURE_NAMES.index("zh")] == 1
+    return apply_thresholds(probabilities, redundant_thresholds(thresholds, chinese), thresholds["contradictory"])
 
 
 def wrong_merges(truth: np.ndarray, predicted: np.ndarray) -> int:
