@@ -87,6 +87,26 @@ class VectorCache:
         return {t: self.vectors[t] for t in texts}
 
 
+MODELS: dict[str, tuple[str, Callable[[], Callable[[list[str]], np.ndarray]]]] = {
+    "wordllama": ("wordllama.npz", lambda: WordLlamaEmbedder().embed),
+    "e5": ("e5_query.npz", lambda: e5_query_embed),
+    "bge_en": ("bge_en.npz", lambda: bge_vectors("en")),
+    "bge_zh": ("bge_zh.npz", lambda: bge_vectors("zh"))}
+
+
+def tuning_vectors(cache: Path, models: Sequence[str]) -> tuple[dict[str, list[EvalItem]], list[str],
+                                                                 dict[str, dict[str, np.ndarray]]]:
+    """The tuning sets, their distinct texts and each model's vectors of them (cached in ``cache``)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    sets = tuning_sets()
+    texts = sorted({i.text for items in sets.values() for i in items})
+    caches = {name: VectorCache(cache / MODELS[name][0], MODELS[name][1]) for name in models}
+    vec = {name: c.get(texts) for name, c in caches.items()}
+    print(json.dumps({"texts": len(texts), "seconds_per_text_made": {n: c.seconds_per_text and round(c.seconds_per_text, 5)
+                                                                      for n, c in caches.items()}}), flush=True)
+    return sets, texts, vec
+
+
 def with_e5_tail(own: dict[str, np.ndarray], e5: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A B space's vectors: bge, with the e5 vector carried at weight EPS for the shared map."""
     texts = list(own)
@@ -280,16 +300,7 @@ def main() -> None:
     parser.add_argument("--frontier", action="store_true",
                         help="only the diagnostic: English purity / placed fronts per part, shipped vs bge-en space")
     args = parser.parse_args()
-    args.cache.mkdir(parents=True, exist_ok=True)
-    sets = tuning_sets()
-    texts = sorted({i.text for items in sets.values() for i in items})
-    caches = {"wordllama": VectorCache(args.cache / "wordllama.npz", lambda: WordLlamaEmbedder().embed),
-              "e5": VectorCache(args.cache / "e5_query.npz", lambda: e5_query_embed),
-              "bge_en": VectorCache(args.cache / "bge_en.npz", lambda: bge_vectors("en")),
-              "bge_zh": VectorCache(args.cache / "bge_zh.npz", lambda: bge_vectors("zh"))}
-    vec = {name: cache.get(texts) for name, cache in caches.items()}
-    print(json.dumps({"texts": len(texts), "seconds_per_text_made": {n: c.seconds_per_text and round(c.seconds_per_text, 5)
-                                                                      for n, c in caches.items()}}), flush=True)
+    sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5", "bge_en", "bge_zh"))
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
                                        np.array([vec["e5"][t] for t in texts])), strict=True))
     en_spaces = {"shipped": combined, "bge": with_e5_tail(vec["bge_en"], vec["e5"])}

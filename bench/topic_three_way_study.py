@@ -16,13 +16,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from combined_space_study import tuning_sets
-from topic_bge_study import VectorCache, bge_vectors, gain, qualifies, row_of
+from topic_bge_study import gain, qualifies, row_of, tuning_vectors
 
 from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_space import normalize
 from mem_assets.reorg.vectors import combine
-from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed
 
 WORDLLAMA_WEIGHT = 0.2
 GRID = {"place_similarity": [0.25, 0.30, 0.35], "group_similarity": [0.15, 0.20, 0.25],
@@ -43,13 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_bge"))
     args = parser.parse_args()
-    args.cache.mkdir(parents=True, exist_ok=True)
-    sets = tuning_sets()
-    texts = sorted({i.text for items in sets.values() for i in items})
-    caches = {"wordllama": VectorCache(args.cache / "wordllama.npz", lambda: WordLlamaEmbedder().embed),
-              "e5": VectorCache(args.cache / "e5_query.npz", lambda: e5_query_embed),
-              "bge_en": VectorCache(args.cache / "bge_en.npz", lambda: bge_vectors("en"))}
-    vec = {name: cache.get(texts) for name, cache in caches.items()}
+    sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5", "bge_en"))
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
                                        np.array([vec["e5"][t] for t in texts])), strict=True))
     shipped = row_of(sets, combined, vec["e5"], COMBINED_PARAMS, E5_PARAMS)
