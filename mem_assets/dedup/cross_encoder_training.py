@@ -201,7 +201,7 @@ def export(model: CrossEncoder, path: Path, keep_float: Path | None = None) -> N
         torch.onnx.export(Probabilities(model), (ids, ids, torch.zeros_like(ids)), str(float_path),
                           input_names=list(cross_encoder.INPUTS), output_names=["probabilities"],
                           dynamic_axes={name: {0: "batch", 1: "tokens"} for name in cross_encoder.INPUTS},
-                          opset_version=17)
+                          opset_version=17, dynamo=False)
         logging.getLogger().setLevel(logging.WARNING)
         quantize_dynamic(str(float_path), str(path), weight_type=QuantType.QInt8)
 
