@@ -260,7 +260,7 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
         trees.append([{
             "left": t.tree_.children_left.tolist(), "right": t.tree_.children_right.tolist(),
             "feature": t.tree_.feature.tolist(),
-            "threshold": [round(float(x), 9) for x in t.tree_.threshold],
+            "threshold": t.tree_.threshold.tolist(),
             "value": [round(float(x), 9) for x in t.tree_.value[:, 0, 0]],
         } for t in stage])
     features = FEATURE_SETS[-1] if kind == "accurate" else FEATURE_NAMES
