@@ -1,0 +1,144 @@
+"""A topic encoder fine-tuned on labeled real conversations: the ceiling diagnostic of
+bench/topic_finetune_rule.md (fixed beforehand). Tuning parts only; needs the ``training`` extra.
+
+    python bench/topic_finetune_study.py --cache /tmp/topics_ft > /tmp/topics_ft.jsonl
+
+bge-small-en-v1.5 (CLS) is fine-tuned with a supervised contrastive loss on the LoCoMo tune
+memories, one tenant per batch. LoCoMo figures come from leave-one-conversation-out models, the
+synthetic tuning half from a model trained on all of LoCoMo tune; no figure is on text the model
+saw. Printed: per part and space (shipped combined, raw bge-small-en, the fine-tuned T), English
+memories only, the own-label centroid / nearest neighbour rates and the true-k purity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from topic_bge_study import ceiling as true_k_ceiling
+from topic_bge_study import tuning_vectors
+from topic_threshold_study import ceiling as centroid_ceiling
+
+from mem_assets.dedup import cross_encoder
+from mem_assets.dedup.cross_encoder_training import Encoder, onnx_weights
+from mem_assets.reorg.evaluation import EvalItem
+from mem_assets.reorg.topic_space import languages
+from mem_assets.reorg.vectors import combine
+from mem_resources import bge
+from mem_resources.settings import load_settings
+
+HEADS, EPOCHS, BATCH, LEARNING_RATE, TEMPERATURE, MAX_TOKENS = 12, 4, 64, 2e-5, 0.05, 64
+
+
+def conversation(item: EvalItem) -> str:
+    return item.tenant.split("-")[1]
+
+
+def cls_vectors(model: Encoder, tok: Tokenizer, texts: Sequence[str]) -> torch.Tensor:
+    encoded = tok.encode_batch(list(texts))
+    ids, mask, types = (torch.tensor([getattr(e, f) for e in encoded]) for f in ("ids", "attention_mask", "type_ids"))
+    return torch.nn.functional.normalize(model(ids, mask, types)[:, 0], dim=-1)
+
+
+def supervised_contrastive(z: torch.Tensor, labels: Sequence[str]) -> torch.Tensor:
+    """Mean over anchors with a positive of -mean log p(positive) among all other rows."""
+    same = torch.tensor([[a == b for b in labels] for a in labels])
+    eye = torch.eye(len(labels), dtype=torch.bool)
+    logits = (z @ z.T / TEMPERATURE).masked_fill(eye, float("-inf"))
+    log_p = logits.log_softmax(dim=1)
+    positives = same & ~eye
+    anchors = positives.any(dim=1)
+    per_anchor = -(log_p.masked_fill(~positives, 0).sum(dim=1)[anchors] / positives.sum(dim=1)[anchors])
+    return per_anchor.mean()
+
+
+def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, items: Sequence[EvalItem]) -> Encoder:
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    model = Encoder(weights, HEADS)
+    tenants = sorted({i.tenant for i in items})
+    rows_of = {t: [k for k, i in enumerate(items) if i.tenant == t] for t in tenants}
+
+    def batches() -> list[list[int]]:
+        out = []
+        for t in tenants:
+            rows = list(rng.permutation(rows_of[t]))
+            out += [rows[s:s + BATCH] for s in range(0, len(rows), BATCH)]
+        return [out[k] for k in rng.permutation(len(out))]
+
+    per_epoch = sum(-(-len(r) // BATCH) for r in rows_of.values())
+    steps, warmup = EPOCHS * per_epoch, 0.1 * EPOCHS * per_epoch
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: s / warmup if s < warmup else max(0.0, (steps - s) / (steps - warmup)))
+    started = time.monotonic()
+    for epoch in range(EPOCHS):
+        model.train()
+        losses = []
+        for batch in batches():
+            loss = supervised_contrastive(cls_vectors(model, tok, [items[k].text for k in batch]),
+                                          [items[k].topic for k in batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(loss.item())
+        print(json.dumps({"epoch": epoch, "memories": len(items), "loss": round(float(np.mean(losses)), 4),
+                          "seconds": round(time.monotonic() - started)}), flush=True)
+    return model.eval()
+
+
+def embed(model: Encoder, tok: Tokenizer, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    with torch.no_grad():
+        vectors = np.vstack([cls_vectors(model, tok, texts[s:s + 64]).numpy() for s in range(0, len(texts), 64)])
+    return dict(zip(texts, vectors, strict=True))
+
+
+def measures(items: Sequence[EvalItem], space: dict[str, np.ndarray]) -> dict[str, float]:
+    centroid = centroid_ceiling(items, np.array([space[i.text] for i in items]))
+    true_k = true_k_ceiling(items, {"en": space})
+    return {**centroid, "kmeans": true_k["kmeans"], "average": true_k["average"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_ft"))
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5", "bge_en"))
+    english = {name: [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == "en"]
+               for name, items in sets.items() if name in ("synthetic_tune", "locomo_tune")}
+    jar = bge.jar_path(load_settings().models_dir, "en")
+    weights, tok = onnx_weights(jar, "en"), cross_encoder.tokenizer(jar, "en")
+    tok.enable_truncation(MAX_TOKENS)
+    untrained = embed(Encoder(weights, HEADS).eval(), tok, texts[:50])
+    parity = min(float(untrained[t] @ (vec["bge_en"][t] / np.linalg.norm(vec["bge_en"][t]))) for t in texts[:50])
+    print(json.dumps({"parity_min_cosine_untrained_vs_onnx": round(parity, 6)}), flush=True)
+    locomo = english["locomo_tune"]
+    tuned: dict[str, np.ndarray] = {}
+    for held in sorted({conversation(i) for i in locomo}):
+        model = fine_tune(weights, tok, [i for i in locomo if conversation(i) != held])
+        tuned |= embed(model, tok, [i.text for i in locomo if conversation(i) == held])
+    model = fine_tune(weights, tok, locomo)
+    tuned |= embed(model, tok, [i.text for i in english["synthetic_tune"]])
+    combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
+                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+    spaces = {"shipped": combined, "bge_en": vec["bge_en"], "T": tuned}
+    report = {part: {name: measures(items, space) for name, space in spaces.items()} for part, items in english.items()}
+    for part, rows in report.items():
+        best = {m: max(rows["shipped"][m], rows["bge_en"][m]) for m in ("own_label_centroid_nearest", "kmeans")}
+        rows["lead"] = {"centroid_gain": round(rows["T"]["own_label_centroid_nearest"] - best["own_label_centroid_nearest"], 4),
+                        "kmeans_gain": round(rows["T"]["kmeans"] - best["kmeans"], 4)}
+        print(json.dumps({"part": part, "memories": len(english[part]), **rows}), flush=True)
+    lead = all(r["lead"]["centroid_gain"] >= 0.03 and r["lead"]["kmeans_gain"] >= 0.02 for r in report.values())
+    print(json.dumps({"lead": lead}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
