@@ -214,7 +214,7 @@ def eval_topics(
     from mem_assets.reorg.assets import PlacementConfig
 
     settings = load_settings()
-    chosen = {"configured": lambda: build_embedder(settings), "wordllama": WordLlamaEmbedder,
+    chosen = {"configured": lambda: build_embedder(settings, in_dagster=False), "wordllama": WordLlamaEmbedder,
               "hashing": HashingEmbedder}
     parts = {"all": lambda rows: rows, "tune": lambda rows: holdout_split(rows)[0],
              "held-out": lambda rows: holdout_split(rows)[1]}
@@ -259,7 +259,6 @@ def reembed(
 ) -> None:
     """Re-embed a tenant's memories in place with the configured embedder (MEMTEND_EMBEDDER):
     the migration after switching embedders. Texts, statuses and lineage stay as they are."""
-    from mem_assets.resources import build_embedder
     from mem_resources.reembedding import reembed_tenant
     from mem_resources.schema import SchemaMismatchError
 
@@ -301,7 +300,7 @@ def eval_judge(
     object. Needs no Neo4j; with MEMTEND_LLM=openai the LLM judge answers."""
     from mem_assets.dedup.candidates import default_threshold
     from mem_assets.dedup.evaluation import evaluate, read_pairs
-    from mem_assets.resources import build_embedder, build_judge
+    from mem_assets.resources import build_judge
 
     settings = load_settings()
     embedder = build_embedder(settings, in_dagster=False)

@@ -66,8 +66,8 @@ def build_embedder(settings: Settings, in_dagster: bool = True) -> EmbedderResou
     if settings.embedder == "openai":
         return OpenAIEmbedder(
             dimension=settings.dimension,
-            model=_env_or(settings, "embedding_model", settings.embedding_model),
-            base_url=_env_or(settings, "openai_base_url", settings.openai_base_url),
+            model=_env_or(settings, "embedding_model", settings.embedding_model, in_dagster),
+            base_url=_env_or(settings, "openai_base_url", settings.openai_base_url, in_dagster),
             api_key=_api_key(settings, in_dagster),
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,

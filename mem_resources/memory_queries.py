@@ -22,6 +22,12 @@ def live_memory(var: str) -> str:
             f"AND coalesce({var}.type, 'fact') <> 'topic'")
 
 
+def memory_text(var: str) -> str:
+    """Cypher expression: node ``var``'s text, ``memory`` or else ``data`` (other writers may
+    leave ``memory`` empty and put the text in ``data``)."""
+    return f"CASE WHEN {var}.memory <> '' THEN {var}.memory WHEN {var}.data <> '' THEN {var}.data ELSE '' END"
+
+
 class Bulk(list):
     """A bulk query parameter (rows, vectors) with a short ``repr``.
 
@@ -204,7 +210,7 @@ def memory_text_page(tx: ManagedTransaction, tenant: str, after: str, size: int)
     """(id, text) of the tenant's memory nodes with an id after ``after``, in id order: one page."""
     result = tx.run(
         "MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.id > $after "
-        "RETURN m.id AS id, coalesce(m.memory, m.data, '') AS text ORDER BY m.id LIMIT $size",
+        f"RETURN m.id AS id, {memory_text('m')} AS text ORDER BY m.id LIMIT $size",
         tenant=tenant, after=after, size=size,
     )
     return [(record["id"], record["text"]) for record in result]

@@ -239,12 +239,14 @@ def test_a_new_repeat_of_a_merged_node_is_compared_with_the_merged_node(neo4j, i
     assert {h["archived_memory_id"] for h in json.loads(graph[final]["history"])} >= {a, b, merged, c}
 
 
-def test_nodes_written_straight_into_neo4j_are_found_embedded_and_merged(neo4j, instance, tenant):
+@pytest.mark.parametrize("memory", [None, ""], ids=["no memory property", "empty memory"])
+def test_nodes_written_straight_into_neo4j_are_found_embedded_and_merged(neo4j, instance, tenant, memory):
+    """A realtime writer: seed-002 properties only, the text in ``data``, no embedding."""
     [mine] = write_items(neo4j, tenant, ["The user works at Google."])
-    with neo4j.session() as session:  # a realtime writer: seed-002 properties only, no embedding
-        session.run("CREATE (:Node:MemoryItem {user_name: $t, id: 'mem:realtime1', "
+    with neo4j.session() as session:
+        session.run("CREATE (:Node:MemoryItem {user_name: $t, id: 'mem:realtime1', memory: $memory, "
                     "data: 'The user works at Google', created_at: datetime($at)})",
-                    t=tenant, at=(T0 + timedelta(hours=1)).isoformat()).consume()
+                    t=tenant, memory=memory, at=(T0 + timedelta(hours=1)).isoformat()).consume()
 
     result = run_dedup(neo4j, tenant, instance)
 

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from mem_assets.resources import build_chat, build_neo4j
+from mem_assets.resources import build_chat, build_embedder, build_neo4j
 from mem_resources import bge, local_postgres
 from mem_resources.local_postgres import LocalPostgres, LocalPostgresError
 from mem_resources.settings import Settings, load_settings
@@ -70,6 +70,22 @@ def test_connection_settings_from_the_environment_reach_dagster_as_env_vars(monk
     assert neo4j.user == "" and neo4j.database == "neo4j"
     assert isinstance(chat.api_key, dg.EnvVar) and chat.base_url is None
     assert chat.model == "gpt-4o-mini"
+
+
+def test_outside_dagster_the_cli_gets_the_values_not_the_variable_names(monkeypatch):
+    """``reembed``, ``eval-judge`` and ``eval-topics`` call the OpenAI client directly: nothing
+    resolves an ``EnvVar`` there, and its string is the variable's name."""
+    monkeypatch.setenv("MEMTEND_EMBEDDER", "openai")
+    monkeypatch.setenv("MEMTEND_EMBEDDING_MODEL", "text-embedding-3-small")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    settings = load_settings()
+    direct = build_embedder(settings, in_dagster=False)
+    assert (direct.model, direct.base_url, direct.api_key) == ("text-embedding-3-small", "http://127.0.0.1:9/v1",
+                                                              "sk-test")
+    assert not isinstance(direct.model, dg.EnvVar) and not isinstance(direct.base_url, dg.EnvVar)
+    in_dagster = build_embedder(settings)
+    assert isinstance(in_dagster.model, dg.EnvVar) and in_dagster.model.env_var_name == "MEMTEND_EMBEDDING_MODEL"
 
 
 def test_values_set_in_code_stay_values_even_when_the_environment_differs(monkeypatch):

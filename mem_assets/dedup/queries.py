@@ -16,8 +16,8 @@ import numpy as np
 from neo4j import ManagedTransaction
 
 from mem_resources.embedder import stored_vector_key
-from mem_resources.memory_queries import Bulk, by_id, live_memory
-from mem_resources.schema import VECTOR_INDEX
+from mem_resources.memory_queries import Bulk, by_id, live_memory, memory_text
+from mem_resources.schema import TENANT_SCOPED_LABELS, VECTOR_INDEX
 
 WORKING = "WorkingMemory"
 LINEAGE_TYPES = ("MERGED_TO", "SUPERSEDED_BY")
@@ -45,16 +45,16 @@ def _properties(pairs: list[list[Any]]) -> dict[str, Any]:
     return {key: _instant(value) for key, value in pairs}
 
 
-#: A node's text as candidate pairs carry it (``data`` for nodes of writers that leave ``memory`` empty).
-_TEXT = "CASE WHEN n.memory <> '' THEN n.memory WHEN n.data <> '' THEN n.data ELSE '' END"
+_TEXT = memory_text("n")
 
 _NODE = live_memory("n")
+_TENANT_NODES = " UNION ".join(f"MATCH (a:{label} {{user_name: $tenant}}) RETURN a" for label in TENANT_SCOPED_LABELS)
 _UNCHECKED = _NODE + """
     AND (n.dedup_checked_at IS NULL
          OR n.dedup_checked_at < coalesce(n.updated_at, n.created_at))
 """
 _FIELDS = """
-    n.id AS id, coalesce(n.memory, n.data, '') AS memory,
+    n.id AS id, """ + _TEXT + """ AS memory,
     coalesce(n.memory_type, 'LongTermMemory') AS memory_type,
     coalesce(n.payload_hash, '') AS payload_hash
 """
@@ -462,9 +462,12 @@ def archived_without_successor(tx: ManagedTransaction, tenant: str) -> list[str]
 
 
 def cross_tenant_edges(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
+    """Edges from the tenant's nodes (found label by label through their ``user_name`` indexes)
+    to another tenant's."""
     result = tx.run(
-        """
-        MATCH (a {user_name: $tenant})-[r]-(b)
+        f"""
+        CALL () {{ {_TENANT_NODES} }}
+        MATCH (a)-[r]-(b)
         WHERE b.user_name IS NOT NULL AND b.user_name <> $tenant
         RETURN a.id AS node, type(r) AS type, b.id AS other, b.user_name AS other_tenant LIMIT 20
         """,

@@ -18,7 +18,7 @@ import numpy as np
 from neo4j import ManagedTransaction
 
 from mem_assets.reorg.vectors import vector_key
-from mem_resources.memory_queries import Bulk, live_memory
+from mem_resources.memory_queries import Bulk, live_memory, memory_text
 
 TOPIC_TYPE = "topic"
 
@@ -27,6 +27,8 @@ MATCH (m:MemoryItem {{user_name: $tenant}})
 WHERE {live_memory("m")}
   AND NOT EXISTS {{ (m)-[:PARENT]-() }}
 """
+
+_TEXT = memory_text("m")
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
     result = tx.run(
         _ORPHANS + """
         AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
-        RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, coalesce(m.memory, m.data, '') AS memory,
+        RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, """ + _TEXT + """ AS memory,
                m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside,
                m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
@@ -266,7 +268,7 @@ def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimens
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory,
+        RETURN m.id AS id, """ + _TEXT + """ AS memory,
                CASE WHEN $main THEN m.embedding END AS embedding,
                CASE WHEN $e5 THEN m.reorg_vector END AS reorg_vector,
                CASE WHEN $e5 THEN m.reorg_vector_key END AS reorg_vector_key
@@ -288,7 +290,7 @@ def read_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
         """
         UNWIND $ids AS id
         MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, coalesce(m.memory, m.data, '') AS memory
+        RETURN m.id AS id, """ + _TEXT + """ AS memory
         """,
         tenant=tenant, ids=list(ids),
     )
@@ -303,7 +305,7 @@ def read_live_memories(tx: ManagedTransaction, tenant: str, memory_types: Sequen
         MATCH (m:MemoryItem {{user_name: $tenant}})
         WHERE {live_memory("m")} AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
         RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type,
-               coalesce(m.memory, m.data, '') AS memory, m.embedding AS embedding,
+               {_TEXT} AS memory, m.embedding AS embedding,
                m.reorg_set_aside_at IS NOT NULL AS set_aside,
                m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
