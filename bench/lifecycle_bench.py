@@ -44,8 +44,6 @@ MEMORIES_PER_TOPIC = 100
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-
-
 def memory_rows(tenant: str, start: int, count: int, dimension: int,
                 rng: np.random.Generator) -> list[dict]:
     vectors = rng.standard_normal((count, dimension)).astype(np.float32)

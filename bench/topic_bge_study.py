@@ -47,10 +47,10 @@ from mem_assets.reorg import evaluation
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, PlacementParams
-from mem_assets.reorg.topic_space import languages, normalize
+from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import E5_DIMENSION, combine
 from mem_resources import bge
-from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed
+from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed, normalize_rows
 from mem_resources.settings import load_settings
 
 SETS = ("synthetic_tune", "locomo_tune")
@@ -110,8 +110,8 @@ def tuning_vectors(cache: Path, models: Sequence[str]) -> tuple[dict[str, list[E
 def with_e5_tail(own: dict[str, np.ndarray], e5: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A B space's vectors: bge, with the e5 vector carried at weight EPS for the shared map."""
     texts = list(own)
-    joined = np.hstack([np.sqrt(1 - EPS) * normalize(np.array([own[t] for t in texts], dtype=np.float64)),
-                        np.sqrt(EPS) * normalize(np.array([e5[t] for t in texts], dtype=np.float64))])
+    joined = np.hstack([np.sqrt(1 - EPS) * normalize_rows(np.array([own[t] for t in texts], dtype=np.float64)),
+                        np.sqrt(EPS) * normalize_rows(np.array([e5[t] for t in texts], dtype=np.float64))])
     return dict(zip(texts, joined.astype(np.float32), strict=True))
 
 
@@ -176,7 +176,7 @@ def ceiling(items: Sequence[EvalItem], space_of: dict[str, dict[str, np.ndarray]
             if not len(rows):
                 continue
             raw = np.array([space_of[lang][items[r].text] for r in rows], dtype=np.float64)
-            vectors = normalize(raw - raw.mean(axis=0))
+            vectors = normalize_rows(raw - raw.mean(axis=0))
             for name, labels in _partitions(vectors, len(set(truth[rows].tolist()))).items():
                 parts.setdefault(name, {}).setdefault(lang, []).extend(rows[labels == c] for c in np.unique(labels))
             sims = vectors @ vectors.T
@@ -263,7 +263,6 @@ def grid(label: str, lang: str, axes: dict[str, list[float]], sets: dict[str, li
                       "neighbours_of_best": [(n["setting"], n["qualifies"], n["gain"]) for n in near(best)]}),
           flush=True)
     return replace(base, **dict(zip(axes, chosen or best, strict=True)))
-
 
 
 FRONT_GRID = {"place_similarity": [0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45],

@@ -19,8 +19,8 @@ import numpy as np
 from topic_bge_study import gain, qualifies, row_of, tuning_vectors
 
 from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS
-from mem_assets.reorg.topic_space import normalize
 from mem_assets.reorg.vectors import combine
+from mem_resources.embedder import normalize_rows
 
 WORDLLAMA_WEIGHT = 0.2
 GRID = {"place_similarity": [0.25, 0.30, 0.35], "group_similarity": [0.15, 0.20, 0.25],
@@ -32,7 +32,7 @@ def three_way(texts: list[str], vec: dict[str, dict[str, np.ndarray]], share: fl
     """WordLlama, bge, e5 (last: the shared map reads the last 384 floats), each normalised and weighted."""
     weights = {"wordllama": WORDLLAMA_WEIGHT, "bge_en": (1 - WORDLLAMA_WEIGHT) * share,
                "e5": (1 - WORDLLAMA_WEIGHT) * (1 - share)}
-    parts = [np.sqrt(w) * normalize(np.array([vec[name][t] for t in texts], dtype=np.float64))
+    parts = [np.sqrt(w) * normalize_rows(np.array([vec[name][t] for t in texts], dtype=np.float64))
              for name, w in weights.items()]
     return dict(zip(texts, np.hstack(parts).astype(np.float32), strict=True))
 

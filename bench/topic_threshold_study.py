@@ -35,8 +35,7 @@ import numpy as np
 from mem_assets.reorg import evaluation
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, read_items
 from mem_assets.reorg.placement import E5_PARAMS, CyclePlan, PlacementParams
-from mem_assets.reorg.topic_space import normalize
-from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed
+from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed, normalize_rows
 
 SPACES = ("wordllama", "e5")
 GRID = {"place_similarity": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5],
@@ -66,7 +65,7 @@ def ceiling(items: Sequence[EvalItem], vectors: np.ndarray) -> dict[str, float]:
         sums = np.array([x[y == n].sum(axis=0) for n in names])
         counts = np.array([(y == n).sum() for n in names])
         mean = (sums / counts[:, None]).mean(axis=0)
-        projected = normalize(x - mean)
+        projected = normalize_rows(x - mean)
         sims = projected @ projected.T
         np.fill_diagonal(sims, -np.inf)
         neighbour += int((y[sims.argmax(axis=1)] == y).sum())
@@ -75,7 +74,7 @@ def ceiling(items: Sequence[EvalItem], vectors: np.ndarray) -> dict[str, float]:
             loo_sums, loo_counts = sums.copy(), counts.copy()
             loo_sums[own] -= x[k]
             loo_counts[own] -= 1
-            centroids = normalize(loo_sums / np.maximum(loo_counts, 1)[:, None] - mean)
+            centroids = normalize_rows(loo_sums / np.maximum(loo_counts, 1)[:, None] - mean)
             centroids[loo_counts == 0] = 0
             centroid += int(int((centroids @ projected[k]).argmax()) == own)
     return {"nearest_neighbour_same_label": round(neighbour / len(items), 4),

@@ -28,15 +28,15 @@ from sklearn.covariance import LedoitWolf
 from topic_bge_study import VectorCache, bge_vectors, ceiling
 
 from mem_assets.reorg.evaluation import EvalItem
-from mem_assets.reorg.topic_space import languages, normalize
+from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import combine
-from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed
+from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed, normalize_rows
 
 ALPHAS = (0.0, 0.3, 1.0)
 
 
 def whitening(items: Sequence[EvalItem], space: dict[str, np.ndarray], alpha: float) -> np.ndarray:
-    vectors = normalize(np.array([space[i.text] for i in items], dtype=np.float64))
+    vectors = normalize_rows(np.array([space[i.text] for i in items], dtype=np.float64))
     themes = np.array([f"{i.tenant}|{i.topic}" for i in items])
     residuals = vectors.copy()
     for theme in set(themes.tolist()):

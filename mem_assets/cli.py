@@ -224,10 +224,11 @@ def eval_topics(
                     "--cross-language is configured, on or off", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     try:
-        spaces = Settings(
-            topic_e5_languages=settings.topic_e5_languages if e5_languages == "configured" else e5_languages,
-            topic_combined_languages=(settings.topic_combined_languages if combined_languages == "configured"
-                                      else combined_languages))
+        spaces = Settings.model_validate({
+            **settings.model_dump(),
+            "topic_e5_languages": settings.topic_e5_languages if e5_languages == "configured" else e5_languages,
+            "topic_combined_languages": (settings.topic_combined_languages if combined_languages == "configured"
+                                         else combined_languages)})
     except ValidationError as exc:
         typer.secho(f"error: --e5-languages / --combined-languages: {exc.errors()[0]['msg']}",
                     fg=typer.colors.RED, err=True)

@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from mem_resources.embedder import normalize_rows
 from mem_resources.settings import load_settings
 
 Language = Literal["en", "zh"]
@@ -106,12 +107,8 @@ class TokenEncoder:
                         if used and token not in ("[CLS]", "[SEP]")
                         and not _PUNCTUATION.fullmatch(token.removeprefix("##"))]
                 tokens = states[keep] if keep else states[:1]
-                out.append(TokenStates(_unit(states[0]), _unit(tokens)))
+                out.append(TokenStates(normalize_rows(states[0]), normalize_rows(tokens)))
         return out
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
 
 
 def jar_path(models_dir: Path, language: Language) -> Path:

@@ -104,20 +104,16 @@ class OpenAIEmbedder(EmbedderResource):
             chunks.append(np.asarray([item.embedding for item in ordered], dtype=np.float32))
         if not chunks:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = np.vstack(chunks)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1, norms)
+        return normalize_rows(np.vstack(chunks))
 
 
 @cache
-def wordllama_model():  # returns the library's inference type
+def wordllama_model() -> wordllama.WordLlamaInference:
     """WordLlama's 256-dim static token embeddings, loaded from the files its wheel ships.
 
     Its default lookup misses the packaged tokenizer, so the package folder is passed as the cache
     and downloads are disabled: nothing is ever fetched at run time.
     """
-
-
     return wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, dim=256,
                                     disable_download=True)
 
@@ -167,7 +163,8 @@ def stored_vector_key(space: str, text: str) -> str:
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    """Unit vectors (along the last axis; a zero vector stays zero), as float32."""
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 

@@ -40,7 +40,7 @@ def ingest_new_files(neo4j: Neo4jResource, tenant: str, files: list[InboxFile], 
         if key != sha256:
             entry["content_sha256"] = sha256
         with neo4j.session() as session:
-            session.execute_write(memory_queries.record_ingested_file, tenant, entry)
+            session.execute_write(memory_queries.record_ingested_files, tenant, [entry])
         done.add(key)
         run.ingested.append(file.path.name)
     return run
@@ -59,13 +59,14 @@ def record_skipped(neo4j: Neo4jResource, inbox: InboxResource, tenant: str,
         return []
     inbox.quarantine(tenant, [skip.rejection() for skip in fresh])
     with neo4j.session() as session:
-        for skip in fresh:
-            session.execute_write(memory_queries.record_ingested_file, tenant, {
-                "sha256": skip.ledger_key, "kind": "skipped", "path": str(skip.path),
-                "name": skip.path.name, "reason": skip.reason, "ingested_at": now,
-                "accepted": 0, "rejected": 1, "new": 0,
-            })
+        session.execute_write(memory_queries.record_ingested_files, tenant, [{
+            "sha256": skip.ledger_key, "kind": "skipped", "path": str(skip.path),
+            "name": skip.path.name, "reason": skip.reason, "ingested_at": now,
+            "accepted": 0, "rejected": 1, "new": 0,
+        } for skip in fresh])
     return [f"{skip.path.name}: {skip.reason}" for skip in fresh]
+
+
 def not_yet_ingested(neo4j: Neo4jResource, tenant: str, files: list[InboxFile],
                      key_of: Callable[[str], str] = lambda sha256: sha256) -> list[InboxFile]:
     """The files whose ledger key is not recorded: what an ingest run would actually read."""

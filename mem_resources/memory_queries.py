@@ -22,6 +22,11 @@ def live_memory(var: str) -> str:
             f"AND coalesce({var}.type, 'fact') <> 'topic'")
 
 
+def quote_name(name: str) -> str:
+    """A label or relationship type as a Cypher identifier, whatever characters it holds."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def memory_text(var: str) -> str:
     """Cypher expression: node ``var``'s text, ``memory`` or else ``data`` (other writers may
     leave ``memory`` empty and put the text in ``data``)."""
@@ -139,14 +144,15 @@ def ingested_file_hashes(tx: ManagedTransaction, tenant: str) -> set[str]:
     return {record["sha"] for record in result}
 
 
-def record_ingested_file(tx: ManagedTransaction, tenant: str, file: dict[str, Any]) -> None:
-    """Ledger entry keyed by content hash: the same bytes are never ingested twice."""
+def record_ingested_files(tx: ManagedTransaction, tenant: str, files: Sequence[dict[str, Any]]) -> None:
+    """Ledger entries keyed by content hash: the same bytes are never ingested twice."""
     tx.run(
         """
-        MERGE (f:IngestedFile {user_name: $tenant, id: 'file:' + $file.sha256})
-        ON CREATE SET f += $file
+        UNWIND $files AS file
+        MERGE (f:IngestedFile {user_name: $tenant, id: 'file:' + file.sha256})
+        ON CREATE SET f += file
         """,
-        tenant=tenant, file=file,
+        tenant=tenant, files=list(files),
     ).consume()
 
 

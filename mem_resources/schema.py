@@ -1,4 +1,4 @@
-"""Constraints and indexes the queries in this package rely on."""
+"""Constraints and indexes every memtend query relies on; the Neo4j resource creates them."""
 
 from __future__ import annotations
 

@@ -13,6 +13,10 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+DEFAULT_BACKUP_DIR = "data/backups"
+DEFAULT_TTL_S = 60.0
+DEFAULT_WAIT_S = 3600.0
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"
 
@@ -50,7 +54,7 @@ class Settings(BaseSettings):
 
     inbox: str = Field(default="data/inbox", validation_alias=_env("MEMTEND_INBOX"))
     quarantine: str = Field(default="data/quarantine", validation_alias=_env("MEMTEND_QUARANTINE"))
-    backup_dir: str = Field(default="data/backups", validation_alias=_env("MEMTEND_BACKUP_DIR"))
+    backup_dir: str = Field(default=DEFAULT_BACKUP_DIR, validation_alias=_env("MEMTEND_BACKUP_DIR"))
     context_config: str | None = Field(default=None, validation_alias=_env("MEMTEND_CONTEXT_CONFIG"))
 
     embedder: EmbedderKind = Field(default="offline", validation_alias=_env("MEMTEND_EMBEDDER"))
@@ -97,10 +101,10 @@ class Settings(BaseSettings):
                                     description="Seconds of LLM judging per run; later nodes wait.")
 
     tenant_lock_ttl_s: float = Field(
-        default=60.0, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),
+        default=DEFAULT_TTL_S, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),
         description="Seconds a tenant's write lease outlives its holder's last heartbeat.")
     tenant_lock_wait_s: float = Field(
-        default=3600.0, ge=0, validation_alias=_env("MEMTEND_TENANT_LOCK_WAIT"),
+        default=DEFAULT_WAIT_S, ge=0, validation_alias=_env("MEMTEND_TENANT_LOCK_WAIT"),
         description="Seconds a writer waits for another writer of the same tenant to finish.")
 
     automation: Literal["on", "off"] = Field(

@@ -27,6 +27,7 @@ import psutil
 
 from mem_resources import memory_queries
 from mem_resources.run_liveness import pid_alive
+from mem_resources.settings import DEFAULT_TTL_S, DEFAULT_WAIT_S
 from mem_resources.tenants import validate_tenant
 
 if TYPE_CHECKING:
@@ -36,8 +37,6 @@ log = logging.getLogger(__name__)
 
 #: Run tag naming the lease holder a run joins (``memtend tend`` sets it); else the run id.
 LOCK_HOLDER_TAG = "memtend/lock_holder"
-DEFAULT_TTL_S = 60.0
-DEFAULT_WAIT_S = 3600.0
 
 
 class TenantBusy(RuntimeError):

@@ -13,7 +13,6 @@ import re
 import unicodedata
 from functools import cache
 from itertools import chain
-from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
@@ -78,8 +77,6 @@ def _clean_if_text(value: object) -> object:
 Cleaned = BeforeValidator(_clean_if_text)
 #: Put last: refuses text made only of blanks, combining marks or fill characters.
 Visible = AfterValidator(require_visible)
-#: Free input text: cleaned, and never invisible.
-InputText = Annotated[str, Cleaned, Visible]
 
 
 def has_lone_surrogate(value: object) -> bool:

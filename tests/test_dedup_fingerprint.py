@@ -38,6 +38,8 @@ TENANT = "dedup_fingerprint"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EXPECTED = {
     "802316b9a96e082d1fb97fab4b4191811a26debc4f1e784b6f4a33950f90ec24": "AMD EPYC (judge-v11, 2026-12-02)",
+    "71e10b6133ae9cb19c9ef1d7cd3bb8edecce8fd59f62f72f679d30b1200a74e5":
+        "AMD EPYC, family 26 model 2 (judge-v11, recorded at 2073454 on 2026-12-03)",
 }
 
 PEOPLE = ["The user", "The user's sister", "The user's friend Tom", "The user's boss"]

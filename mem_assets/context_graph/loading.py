@@ -11,7 +11,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import islice
 from pathlib import Path
 
 from mem_assets.context_graph import queries
@@ -26,6 +25,7 @@ from mem_assets.context_graph.records import (
     owner_role,
 )
 from mem_resources import memory_queries
+from mem_resources.batching import chunks
 from mem_resources.embedder import EmbedderResource
 from mem_resources.inbox import InboxFile, InboxResource, Rejection
 from mem_resources.ledger import ingest_new_files, record_skipped
@@ -119,11 +119,6 @@ def write_batch(tenant: str, records: list[ParsedRecord], file_name: str, profil
     return rejections
 
 
-def _chunks(entries: Iterator[ParsedRecord | Rejection], size: int) -> Iterator[list[ParsedRecord | Rejection]]:
-    while chunk := list(islice(entries, size)):
-        yield chunk
-
-
 def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                    inbox: InboxResource, config: ContextConfig, batch_size: int,
                    working_memory_capacity: int) -> ContextIngestReport:
@@ -136,7 +131,7 @@ def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource
 
     def ingest(file: InboxFile) -> dict[str, int]:
         before = (report.accepted, report.rejected, report.new_memories)
-        for chunk in _chunks(parse_records(file.path), batch_size):
+        for chunk in chunks(parse_records(file.path), batch_size):
             parsed = [entry for entry in chunk if isinstance(entry, ParsedRecord)]
             rejections = [entry for entry in chunk if isinstance(entry, Rejection)]
             rejections += write_batch(tenant, parsed, file.path.name, profile, neo4j, embedder, report, now)

@@ -121,7 +121,6 @@ RETURN loser.id AS superseded, winner.id AS winner
 """
 
 
-
 @dataclass(frozen=True)
 class WriteSummary:
     nodes_created: int
@@ -212,10 +211,6 @@ RETURN type(r) AS type,
 """
 
 
-def _quoted(label: str) -> str:
-    return "`" + label.replace("`", "``") + "`"
-
-
 def tenant_nodes(tx: ManagedTransaction, tenant: str | None) -> str:
     """Cypher that binds ``n`` to each node of ``$tenant`` once. A tenant's nodes are found label
     by label (memtend's labels through their ``user_name`` indexes, another writer's labels by a
@@ -228,7 +223,7 @@ def tenant_nodes(tx: ManagedTransaction, tenant: str | None) -> str:
     labels = [record["label"] for record in tx.run("CALL db.labels() YIELD label RETURN label ORDER BY label")]
     if not labels:
         return "UNWIND [] AS n\n"
-    branches = " UNION ".join(f"MATCH (n:{_quoted(label)}) WHERE n.user_name = $tenant RETURN n"
+    branches = " UNION ".join(f"MATCH (n:{memory_queries.quote_name(label)}) WHERE n.user_name = $tenant RETURN n"
                               for label in labels)
     return f"CALL () {{ {branches} }}\n"
 

@@ -84,7 +84,6 @@ class SchemaDocument(BaseModel):
         return next((n for n in self.node_types if n.type == name), None)
 
 
-
 def label_set(labels: Iterable[str]) -> str:
     return "".join(f":{label}" for label in sorted(labels))
 

@@ -1,28 +1,17 @@
 """Incremental dedup of one tenant: candidates -> judgments -> merged nodes (seed 000 §4–§5)."""
 
-import time
 from collections.abc import Iterator
-from typing import Literal
 
 import dagster as dg
-import numpy as np
 import pandas as pd
-from neo4j import Session
 from pydantic import Field
 
 from mem_assets.dedup import queries
-from mem_assets.dedup.candidates import (
-    NodeVectors,
-    default_threshold,
-    find_candidates,
-    index_candidates,
-    orient_pairs,
-)
+from mem_assets.dedup.candidates import default_threshold
 from mem_assets.dedup.judges import JudgeResource
 from mem_assets.dedup.judging import judge_pairs
-from mem_assets.dedup.planning import held_back, item_from_properties, plan_resolutions
-from mem_assets.dedup.recency import recency_of
-from mem_assets.dedup.resolution import DONE, apply_plan
+from mem_assets.dedup.resolution import DONE, resolve_judgments
+from mem_assets.dedup.searching import Search, search_candidates
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, histogram, preview_table
@@ -36,30 +25,10 @@ class DedupConfig(dg.Config):
         default=None, ge=-1.0, le=1.0,
         description="Cosine threshold; default per embedder (0.35 WordLlama, 0.2 hashing, 0.8 neural).")
     top_k: int = Field(default=5, ge=1, description="Neighbours compared per unchecked node.")
-    search: Literal["numpy", "vector_index"] = Field(
+    search: Search = Field(
         default="numpy", description="Batched matrix product per tenant, or the Neo4j vector index.")
     max_nodes_per_run: int = Field(default=50_000, ge=1,
                                    description="Unchecked nodes taken per run; the rest wait.")
-
-
-def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource,
-                       limit: int) -> tuple[NodeVectors, dict[str, str], int]:
-    """The unchecked nodes with their vectors and texts; nodes that arrived without a vector (or
-    with one of another dimension) are embedded now and the vector stored."""
-    unchecked = session.execute_read(queries.unchecked_nodes, tenant, limit)
-    missing = [n for n in unchecked if n["embedding"] is None or len(n["embedding"]) != embedder.dimension]
-    if missing:
-        for node, vector in zip(missing, embedder.embed([n["memory"] for n in missing]), strict=True):
-            node["embedding"] = vector
-        session.execute_write(queries.set_embeddings, tenant,
-                              [{"id": n["id"], "embedding": n["embedding"].tolist()} for n in missing])
-    new = NodeVectors(
-        ids=[n["id"] for n in unchecked], memory_types=[n["memory_type"] for n in unchecked],
-        hashes=[n["payload_hash"] for n in unchecked],
-        vectors=np.stack([n["embedding"] for n in unchecked]) if unchecked
-        else np.zeros((0, embedder.dimension), dtype=np.float32),
-    )
-    return new, {n["id"]: n["memory"] for n in unchecked}, len(missing)
 
 
 @dg.asset(
@@ -75,42 +44,19 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
                      embedder: EmbedderResource) -> pd.DataFrame:
     """Pairs of an unchecked node and an activated node of the same tenant and memory type that
     are close in embedding space, or identical by payload hash."""
-    tenant = tenant_of(context)
     threshold = config.threshold if config.threshold is not None else default_threshold(embedder)
-    seen_at = utc_now()
-    with neo4j.session() as session:
-        new, texts, embedded = _unchecked_vectors(session, tenant, embedder, config.max_nodes_per_run)
-        types = sorted(set(new.memory_types))
-        dimension = embedder.dimension if config.search == "numpy" else None
-        active = NodeVectors(*session.execute_read(queries.active_nodes, tenant, types, dimension))
-        if config.search == "numpy":
-            pairs = find_candidates(new, active, threshold, config.top_k)
-        else:
-            pairs = index_candidates(
-                new, active.ids, active.hashes,
-                lambda rows, k: session.execute_read(queries.vector_neighbours, tenant, rows, k),
-                threshold, config.top_k, max_k=session.execute_read(queries.indexed_node_count))
-        paired = set(pairs["left_id"]) | set(pairs["right_id"])
-        sides = session.execute_read(queries.pair_sides, tenant, sorted(paired))
-        alone = [node_id for node_id in new.ids if node_id not in paired]
-        session.execute_write(queries.mark_checked, tenant, alone, seen_at, utc_now())
-    pairs = pairs[pairs["left_id"].isin(set(sides)) & pairs["right_id"].isin(set(sides))].reset_index(drop=True)
-    texts.update({i: side["text"] for i, side in sides.items() if i not in texts})
-    pairs = orient_pairs(pairs, set(new.ids), {
-        i: recency_of(side["created_at"], side["updated_at"], side["arrival"], seen_at)
-        for i, side in sides.items()})
-    pairs["left_text"] = pairs["left_id"].map(texts)
-    pairs["right_text"] = pairs["right_id"].map(texts)
-    pairs["seen_at"] = seen_at
-    pairs.attrs["unchecked_nodes"] = len(new)
+    found = search_candidates(neo4j, tenant_of(context), embedder, threshold, config.top_k, config.search,
+                              config.max_nodes_per_run, utc_now())
+    pairs = found.pairs
+    pairs.attrs["unchecked_nodes"] = found.unchecked
     context.add_output_metadata({
-        **change_marker(context, len(new) > 0),
-        "unchecked_nodes": len(new),
-        "embedded_missing_vectors": embedded,
-        "active_nodes_searched": len(active),
+        **change_marker(context, found.unchecked > 0),
+        "unchecked_nodes": found.unchecked,
+        "embedded_missing_vectors": found.embedded,
+        "active_nodes_searched": found.active,
         "pairs": len(pairs),
         "exact_duplicates": int(pairs["exact"].sum()) if len(pairs) else 0,
-        "nodes_without_candidates": len(alone),
+        "nodes_without_candidates": found.without_candidates,
         "threshold": threshold,
         "search": config.search,
         "score_histogram": histogram(pairs["score"], label="cosine"),
@@ -228,26 +174,11 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     """Resolutions applied to the graph: redundant groups merged (originals archived with
     MERGED_TO, their edges moved), contradictions fused or resolved newer-wins (SUPERSEDED_BY),
     contradictions of one moment left unresolved with a reason."""
-    tenant = tenant_of(context)
     now = utc_now()
-    judgments = relation_judgments
-    ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
-    budget = judge.run_deadline_s()
-    related = judgments[judgments["label"] != "independent"] if len(judgments) else judgments
-    with neo4j.session() as session:
-        found = session.execute_read(queries.read_nodes, tenant,
-                                     sorted(set(related.get("left_id", [])) | set(related.get("right_id", []))))
-        nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
-        plan = plan_resolutions(tenant, judgments, nodes, judge.fuse,
-                                deadline=time.monotonic() + budget if budget else None)
-        vectors = embedder.embed([m.text for m in plan.merges])
-        rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
-                          {i: n.memory for i, n in nodes.items()}, now)
-        waiting = set(held_back(ids, judgments, plan, rows, DONE))
-        checked = [i for i in ids if i not in waiting]
-        seen_at = pd.Timestamp(dedup_candidates["seen_at"].iloc[0]).to_pydatetime() \
-            if len(dedup_candidates) else now
-        session.execute_write(queries.mark_checked, tenant, checked, seen_at, utc_now())
+    seen_at = pd.Timestamp(dedup_candidates["seen_at"].iloc[0]).to_pydatetime() if len(dedup_candidates) else now
+    outcome = resolve_judgments(neo4j, tenant_of(context), relation_judgments, embedder, judge.fuse,
+                                judge.run_deadline_s(), seen_at, now)
+    plan, rows, checked = outcome.plan, outcome.rows, outcome.checked
     deferred = [row for row in rows if row["status"] not in DONE]
     if deferred:
         context.log.info(f"{len(deferred)} resolutions deferred (a node changed or was archived "
@@ -261,7 +192,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     result = pd.DataFrame(rows, columns=["action", "sources", "result", "text", "status",
                                          "edges_moved", "archived", "twins_archived"])
     applied = result[result["status"] == "applied"]
-    texts = {**{i: n.memory for i, n in nodes.items()}, **{m.merged_id: m.text for m in plan.merges}}
+    texts = outcome.texts
     unresolved = pd.DataFrame([{"first": texts[a], "second": texts[b], "reason": item.reason}
                                for item in plan.unresolved for a, b in [item.ids]],
                               columns=["first", "second", "reason"])

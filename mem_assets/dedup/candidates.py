@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mem_assets.dedup.recency import Recency, when
-from mem_resources.embedder import EmbedderResource, HashingEmbedder, WordLlamaEmbedder
+from mem_resources.embedder import EmbedderResource, HashingEmbedder, WordLlamaEmbedder, normalize_rows
 
 PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 
@@ -50,12 +50,6 @@ class NodeVectors:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1, norms)
 
 
 def _pairs_frame(rows: list[tuple[str, str, str, float, bool]]) -> pd.DataFrame:
@@ -123,8 +117,8 @@ def find_candidates(new: NodeVectors, active: NodeVectors, threshold: float, top
     rows = hash_pairs(new, active.ids, active.hashes)
     active_types = np.asarray(active.memory_types)
     new_types = np.asarray(new.memory_types)
-    active_vectors = unit_rows(active.vectors)
-    new_vectors = unit_rows(new.vectors)
+    active_vectors = normalize_rows(active.vectors)
+    new_vectors = normalize_rows(new.vectors)
     active_ids = np.asarray(active.ids)
     for memory_type in np.unique(new_types):
         pool = np.flatnonzero(active_types == memory_type)
@@ -165,7 +159,7 @@ def index_candidates(new: NodeVectors, active_ids: list[str], active_hashes: lis
     """
     found = hash_pairs(new, active_ids, active_hashes)
     rows = [{"id": i, "memory_type": t, "embedding": v.tolist()}
-            for i, t, v in zip(new.ids, new.memory_types, unit_rows(new.vectors), strict=True)]
+            for i, t, v in zip(new.ids, new.memory_types, normalize_rows(new.vectors), strict=True)]
     types = {row["id"]: row["memory_type"] for row in rows}
     pending, k = rows, min(max(4 * top_k, 32), max_k)
     while pending:

@@ -34,8 +34,6 @@ def no_cross_tenant_edges(session: Session, tenant: str) -> dg.AssetCheckResult:
                             "edges join this tenant to another")
 
 
-
-
 dedup_checks = [checks_step("dedup_checks", merged_nodes, [
     no_duplicate_payloads, archived_have_successor, lineage_edges_unique, no_cross_tenant_edges,
     topics_have_no_archived_members])]

@@ -5,7 +5,7 @@
 Needs the ``training`` extra (torch, onnx): ``pip install -e '.[training]'``; the pipeline itself
 only runs the exported ONNX file. The encoder starts from the weights inside the langchain4j jar
 ``make setup`` fetched (the model the judge's aligned features already read), loaded into a plain
-torch BERT whose hidden states match onnxruntime's (``parity``). A linear head on ``[CLS]`` reads
+torch BERT whose hidden states match onnxruntime's (``parity`` in bench/judge_cross_encoder_study.py). A linear head on ``[CLS]`` reads
 "[CLS] older [SEP] newer [SEP]" as ``training.CLASSES``. It learns every Chinese training pair,
 redundant and independent ones also swapped (which one is newer is arbitrary for them).
 

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class Judgment:
     """``deferred``: not judged (the run's deadline passed); like a failure it merges nothing.

@@ -778,8 +778,3 @@ def pair_features(a: str, b: str, embed: Embed, deep: Embed | None = None,
     """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``, ALIGNED_FEATURE_NAMES
     with ``aligned``, CROSS_FEATURE_NAMES with ``cross``) of an older text ``a`` and a newer text ``b``."""
     return PairFeaturizer(embed, deep, aligned=aligned, cross=cross).matrix([(a, b)])[0]
-
-
-def informativeness(text: str) -> tuple[int, int]:
-    """Sort key for 'the more informative text': more content words, then longer."""
-    return len(set(parse(text).tokens)), len(_normalize(text))

@@ -65,7 +65,6 @@ def pending_by_tenant(tx: ManagedTransaction) -> dict[str, list[str]]:
     result = tx.run(
         f"MATCH (n:MemoryItem) WHERE n.user_name IS NOT NULL AND {_UNCHECKED} "
         "RETURN n.user_name AS tenant, collect(n.id) AS ids",
-        working=WORKING,
     )
     return {record["tenant"]: record["ids"] for record in result}
 
@@ -78,7 +77,7 @@ def unchecked_nodes(tx: ManagedTransaction, tenant: str, limit: int) -> list[dic
         f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_UNCHECKED} "
         f"RETURN {_FIELDS}, n.embedding AS embedding "
         "ORDER BY coalesce(n.updated_at, n.created_at), n.id LIMIT $limit",
-        tenant=tenant, working=WORKING, limit=limit,
+        tenant=tenant, limit=limit,
     )
     keys = result.keys()
     rows = []
@@ -100,7 +99,7 @@ def active_nodes(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
         "AND coalesce(n.memory_type, 'LongTermMemory') IN $types "
         "RETURN n.id, coalesce(n.memory_type, 'LongTermMemory'), coalesce(n.payload_hash, ''), "
         "CASE WHEN $with_vectors THEN n.embedding END",
-        tenant=tenant, working=WORKING, types=list(memory_types), with_vectors=dimension is not None,
+        tenant=tenant, types=list(memory_types), with_vectors=dimension is not None,
     )
     ids: list[str] = []
     types: list[str] = []
@@ -121,15 +120,6 @@ def active_nodes(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
 def indexed_node_count(tx: ManagedTransaction) -> int:
     """All MemoryItem nodes, every tenant: the most the vector index can ever return."""
     return tx.run("MATCH (n:MemoryItem) RETURN count(n) AS n").single()["n"]
-
-
-def node_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, str]:
-    result = tx.run(
-        f"UNWIND $ids AS id MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')} "
-        "RETURN n.id AS id, coalesce(n.memory, n.data, '') AS memory",
-        tenant=tenant, ids=list(ids),
-    )
-    return {record["id"]: record["memory"] for record in result}
 
 
 def set_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -428,7 +418,7 @@ def duplicate_payload_hashes(tx: ManagedTransaction, tenant: str) -> list[dict[s
         f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE {_NODE} AND n.payload_hash IS NOT NULL "
         "WITH n.payload_hash AS hash, collect(n.id) AS ids WHERE size(ids) > 1 "
         "RETURN hash, ids LIMIT 20",
-        tenant=tenant, working=WORKING,
+        tenant=tenant,
     )
     return [record.data() for record in result]
 
@@ -437,7 +427,7 @@ def duplicate_lineage_edges(tx: ManagedTransaction, tenant: str) -> list[dict[st
     """Nodes archived twice: two lineage edges to one successor, or edges to two successors."""
     result = tx.run(
         """
-        MATCH (n:MemoryItem {user_name: $tenant})-[r:MERGED_TO|SUPERSEDED_BY]->(s:MemoryItem)
+        MATCH (n:MemoryItem {user_name: $tenant})-[r:MERGED_TO|SUPERSEDED_BY]->(s:MemoryItem {user_name: $tenant})
         WITH n, collect(type(r) + ' ' + s.id) AS edges
         WHERE size(edges) > 1
         RETURN n.id AS id, edges LIMIT 20

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 
+import pandas as pd
 from neo4j import ManagedTransaction
 from neo4j.exceptions import ConstraintError
 
 from mem_assets.dedup import queries
+from mem_assets.dedup.judges import Fusion
 from mem_assets.dedup.planning import (
     MergePlan,
     Plan,
     SupersedePlan,
+    held_back,
     item_from_properties,
     keeps_source_text,
     merged_item,
+    plan_resolutions,
     superseded_survivor,
 )
-from mem_resources.memory_model import MemoryStatus
+from mem_resources.embedder import EmbedderResource
+from mem_resources.llm import ChatUsage
+from mem_resources.memory_model import MemoryStatus, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Sink, tracked
 
@@ -170,3 +178,37 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
                          "result": resolution.newer, "text": texts.get(resolution.newer, ""),
                          **outcomes[position]})
     return rows
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What ``resolve_judgments`` did: the plan, one row per resolution, every node text it read
+    (merged texts included) and the nodes it marked checked."""
+
+    plan: Plan
+    rows: list[dict]
+    texts: dict[str, str]
+    checked: list[str]
+
+
+def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame, embedder: EmbedderResource,
+                      fuse: Callable[..., tuple[Fusion, ChatUsage]], deadline_s: float | None,
+                      seen_at: datetime, now: datetime) -> Resolution:
+    """Plan and apply the resolutions of one run's judgments, then mark the judged nodes checked
+    as of ``seen_at``, except those that must wait (``planning.held_back``)."""
+    ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
+    related = judgments[judgments["label"] != "independent"] if len(judgments) else judgments
+    with neo4j.session() as session:
+        found = session.execute_read(queries.read_nodes, tenant,
+                                     sorted(set(related.get("left_id", [])) | set(related.get("right_id", []))))
+        nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
+        plan = plan_resolutions(tenant, judgments, nodes, fuse,
+                                deadline=time.monotonic() + deadline_s if deadline_s else None)
+        vectors = embedder.embed([m.text for m in plan.merges])
+        rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
+                          {i: n.memory for i, n in nodes.items()}, now)
+        waiting = set(held_back(ids, judgments, plan, rows, DONE))
+        checked = [i for i in ids if i not in waiting]
+        session.execute_write(queries.mark_checked, tenant, checked, seen_at, utc_now())
+    texts = {**{i: n.memory for i, n in nodes.items()}, **{m.merged_id: m.text for m in plan.merges}}
+    return Resolution(plan, rows, texts, checked)

@@ -35,12 +35,12 @@ from mem_assets.lifecycle.operations import (
 )
 from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
+from mem_assets.lifecycle.tenant_records import forget_tenant
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_partitions
-from mem_resources.settings import load_settings
+from mem_resources.settings import Settings, load_settings
 from mem_resources.table_io import TableIOManager, table_base
 from mem_resources.tenant_lock import TenantBusy
-from mem_resources.tenant_records import forget_tenant
 from mem_resources.tenants import InvalidTenant, validate_tenant
 
 T = TypeVar("T")
@@ -70,9 +70,9 @@ After = Annotated[str | None, typer.Option(help="Created at or after (ISO 8601 w
 Twins = Annotated[bool, typer.Option(help="Include the bound working/long-term copy.")]
 
 
-def _run(step: Callable[[Neo4jResource], T]) -> T:
+def _run(settings: Settings, step: Callable[[Neo4jResource], T]) -> T:
     """Run one step against Neo4j; expected failures print one clear line and exit 1."""
-    neo4j = Neo4jResource.from_settings(load_settings())
+    neo4j = Neo4jResource.from_settings(settings)
     try:
         return step(neo4j)
     except (BackupError, LifecycleError, TenantBusy, ValueError) as exc:
@@ -82,12 +82,12 @@ def _run(step: Callable[[Neo4jResource], T]) -> T:
         neo4j.close()
 
 
-def _backups(option: Path | None) -> Path:
-    return option if option is not None else Path(load_settings().backup_dir)
+def _backups(settings: Settings, option: Path | None) -> Path:
+    return option if option is not None else Path(settings.backup_dir)
 
 
-def _with_partitions(action: Callable[[DagsterInstance], None]) -> None:
-    if not load_settings().dagster_home:
+def _with_partitions(settings: Settings, action: Callable[[DagsterInstance], None]) -> None:
+    if not settings.dagster_home:
         typer.echo("DAGSTER_HOME is not set: the tenant's Dagster partition was left as it is.")
         return
     with DagsterInstance.get() as instance:
@@ -98,7 +98,8 @@ def _with_partitions(action: Callable[[DagsterInstance], None]) -> None:
 def backup(tenant: Tenant, keep_last: KeepLast = DEFAULT_KEEP_LAST,
            backup_dir: BackupDir = None) -> None:
     """Stream the tenant's subgraph into a new backup, then rotate old ones."""
-    result = _run(lambda neo4j: backup_tenant(neo4j, _backups(backup_dir), tenant, keep_last))
+    settings = load_settings()
+    result = _run(settings, lambda neo4j: backup_tenant(neo4j, _backups(settings, backup_dir), tenant, keep_last))
     counts = result.manifest.counts
     typer.echo(f"{result.path}: {counts.nodes} nodes, {counts.relationships} relationships, "
                f"{result.seconds:.1f} s; rotated away {len(result.rotated)}")
@@ -108,7 +109,7 @@ def backup(tenant: Tenant, keep_last: KeepLast = DEFAULT_KEEP_LAST,
 def list_backups_command(tenant: Tenant, backup_dir: BackupDir = None) -> None:
     """The tenant's backups, oldest first."""
     try:
-        manifests = [BackupReader.open(path).manifest for path in list_backups(_backups(backup_dir), tenant)]
+        manifests = [BackupReader.open(path).manifest for path in list_backups(_backups(load_settings(), backup_dir), tenant)]
     except (BackupError, ValueError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from exc
@@ -121,14 +122,15 @@ def list_backups_command(tenant: Tenant, backup_dir: BackupDir = None) -> None:
 def restore(tenant: Tenant, backup_id: Annotated[str | None, typer.Option(help="Default: newest.")] = None,
             backup_dir: BackupDir = None) -> None:
     """Verify a backup, then merge it back into the graph (safe to repeat)."""
-    result = _run(lambda neo4j: restore_tenant(neo4j, _backups(backup_dir), tenant, backup_id))
+    settings = load_settings()
+    result = _run(settings, lambda neo4j: restore_tenant(neo4j, _backups(settings, backup_dir), tenant, backup_id))
     typer.echo(f"restored {result.path.name}: {result.nodes} nodes ({result.nodes_created} created), "
                f"{result.relationships} relationships ({result.relationships_created} created)")
 
     def add(instance: DagsterInstance) -> None:
         if not instance.has_dynamic_partition(tenant_partitions.name, tenant):
             instance.add_dynamic_partitions(tenant_partitions.name, [tenant])
-    _with_partitions(add)
+    _with_partitions(settings, add)
 
 
 @app.command()
@@ -139,12 +141,13 @@ def drop(tenant: Tenant, keep_last: KeepLast = DEFAULT_KEEP_LAST,
     """Back up the tenant, delete its whole graph in batches, remove its partition."""
     if not yes:
         typer.confirm(f"Drop every node of {tenant!r} (after a backup)?", abort=True)
-    result = _run(lambda neo4j: drop_tenant(neo4j, _backups(backup_dir), tenant, keep_last))
+    settings = load_settings()
+    result = _run(settings, lambda neo4j: drop_tenant(neo4j, _backups(settings, backup_dir), tenant, keep_last))
     typer.echo(f"dropped {result.nodes_deleted} nodes of {tenant!r}; backup {result.backup.path}")
 
     def remove(instance: DagsterInstance) -> None:
-        forget_tenant(instance, tenant, TableIOManager(base_path=table_base(load_settings())))
-    _with_partitions(remove)
+        forget_tenant(instance, tenant, TableIOManager(base_path=table_base(settings)))
+    _with_partitions(settings, remove)
 
 
 def _filter(types: list[str] | None, statuses: list[str] | None, tags: list[str] | None,
@@ -161,7 +164,7 @@ def soft_delete(tenant: Tenant, ids: Ids = None, types: Types = None, statuses: 
                 evolve_to: Annotated[list[str] | None, typer.Option(help="Evolved-into id.")] = None,
                 ) -> None:
     """Mark memories deleted (recoverable with undelete)."""
-    changed = _run(lambda neo4j: soft_delete_memories(
+    changed = _run(load_settings(), lambda neo4j: soft_delete_memories(
         neo4j, tenant, ids or [], _filter(types, statuses, tags, key, contains, before, after),
         evolve_to, twins))
     typer.echo(f"soft-deleted {len(changed)} memories")
@@ -174,7 +177,7 @@ def undelete(tenant: Tenant, ids: Ids = None, types: Types = None, statuses: Sta
              tags: Tags = None, key: Key = None, contains: Contains = None, before: Before = None,
              after: After = None, twins: Twins = True) -> None:
     """Return soft-deleted memories to their previous status."""
-    changed = _run(lambda neo4j: undelete_memories(
+    changed = _run(load_settings(), lambda neo4j: undelete_memories(
         neo4j, tenant, ids or [], _filter(types, statuses, tags, key, contains, before, after),
         twins))
     typer.echo(f"undeleted {len(changed)} memories")

@@ -13,8 +13,11 @@ from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_
 from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
 from mem_assets.lifecycle.storage import BackupStorage
-from mem_resources.neo4j_resource import Neo4jResource
+from mem_assets.lifecycle.tenant_records import forget_tenant
+from mem_resources.neo4j_resource import PARTITION_TAG, Neo4jResource
 from mem_resources.partitions import tenant_partitions
+from mem_resources.run_policy import NEO4J_WRITE_POOL
+from mem_resources.table_io import TableIOManager
 from mem_resources.tenant_lock import LOCK_HOLDER_TAG
 from mem_resources.tenants import TenantName, is_valid_tenant
 
@@ -22,10 +25,7 @@ from mem_resources.tenants import TenantName, is_valid_tenant
 def tenant_run_tags(tenant: str) -> dict[str, str]:
     """Tags that put a lifecycle run under the per-tenant run limit of dagster.yaml (keyed on
     the partition tag every pipeline run of the tenant carries)."""
-    return {"memtend/tenant": tenant, "dagster/partition": tenant}
-from mem_resources.run_policy import NEO4J_WRITE_POOL
-from mem_resources.table_io import TableIOManager
-from mem_resources.tenant_records import forget_tenant
+    return {PARTITION_TAG: tenant}
 
 
 class TenantConfig(dg.Config):

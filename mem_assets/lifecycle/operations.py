@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import groupby, islice
+from itertools import groupby
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from neo4j import ManagedTransaction, Session
 
@@ -25,10 +25,9 @@ from mem_assets.lifecycle.archive import (
     rotate,
 )
 from mem_assets.lifecycle.codec import decode_properties, encode_properties
+from mem_resources.batching import chunks
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Progress, Sink, tracked
-
-T = TypeVar("T")
 
 
 class LifecycleError(RuntimeError):
@@ -37,12 +36,6 @@ class LifecycleError(RuntimeError):
 
 class InconsistentRead(BackupError):
     """The graph changed while a backup read it: a relationship points at a node not in it."""
-
-
-def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    iterator = iter(items)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
 
 
 @dataclass

@@ -4,8 +4,9 @@ writes that backup, restore and drop are made of.
 A tenant's subgraph is every node with ``user_name = $tenant`` and every relationship between two
 such nodes. Each node is addressed by its *key label* — the first of its labels in
 ``TENANT_SCOPED_LABELS`` — and its ``id``, which the (user_name, id) uniqueness constraint of
-that label indexes. Label and relationship-type names cannot be query parameters, so they are
-backtick-quoted into the query text (:func:`quote_name`); every value stays a parameter.
+that label indexes. A dynamic ``$(label)`` MATCH does not use that index in Neo4j 5.26, so key
+labels are backtick-quoted into the query text (:func:`quote_name`); relationship types and the
+labels a node gets are parameters (``$(…)``), like every value.
 """
 
 from __future__ import annotations
@@ -17,15 +18,10 @@ from neo4j import ManagedTransaction
 from pydantic import AwareDatetime, BaseModel, Field
 
 from mem_resources.memory_model import MemoryStatus
-from mem_resources.memory_queries import Bulk, by_id
+from mem_resources.memory_queries import Bulk, by_id, quote_name
 from mem_resources.schema import TENANT_SCOPED_LABELS
 
 KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
-
-
-def quote_name(name: str) -> str:
-    """A label or relationship type as a Cypher identifier, whatever characters it holds."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 # --- soft delete -------------------------------------------------------------------------------
@@ -235,7 +231,6 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
     a repeated restore creates nothing. Returns the rows whose two ends were found, and what
     undoes it: the elementIds created, ``{"rel", "props"}`` as they were for those changed.
     """
-    typ = quote_name(rel_type)
     record = tx.run(
         f"""
         UNWIND $rows AS row
@@ -244,7 +239,7 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
         MATCH (b:{quote_name(end_label)} {{user_name: $tenant, id: row.end}})
         {by_id("b", quote_name(end_label))}
         CALL (a, b) {{
-            OPTIONAL MATCH (a)-[old:{typ}]->(b)
+            OPTIONAL MATCH (a)-[old]->(b) WHERE type(old) = $type
             WITH old ORDER BY elementId(old)
             RETURN collect(old) AS existing
         }}
@@ -258,7 +253,7 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
                 RETURN elementId(r) AS rel, before, false AS created
               UNION
                 WITH * WHERE i >= size(existing)
-                CREATE (a)-[r:{typ}]->(b)
+                CREATE (a)-[r:$($type)]->(b)
                 SET r = row.props[i]
                 RETURN elementId(r) AS rel, null AS before, true AS created
             }}
@@ -267,7 +262,7 @@ def merge_relationships(tx: ManagedTransaction, tenant: str, start_label: str, r
         }}
         RETURN count(row) AS matched, collect(created) AS created, collect(changed) AS changed
         """,
-        tenant=tenant, rows=rows,
+        tenant=tenant, rows=rows, type=rel_type,
     ).single(strict=True)
     return (record["matched"], [rel for group in record["created"] for rel in group],
             [change for group in record["changed"] for change in group])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-DEFAULT_BACKUP_DIR = "data/backups"
+from mem_resources.settings import DEFAULT_BACKUP_DIR
 
 
 class BackupStorage(ConfigurableResource):

@@ -5,13 +5,8 @@ from neo4j import Session
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.assets import summary_parents
-from mem_assets.reorg.cycle import topic_language
-from mem_assets.reorg.placement import (
-    PlacementParams,
-    Topic,
-    near_duplicate_roots,
-)
-from mem_assets.reorg.vectors import MAIN_SPACE, SHIPPED_PARAMS, centroid_in_space
+from mem_assets.reorg.cycle import near_duplicate_topics
+from mem_assets.reorg.placement import PlacementParams
 from mem_resources.checks import checks_step, topics_have_no_archived_members
 from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import offenders_result
@@ -39,27 +34,13 @@ def one_parent_per_level(session: Session, tenant: str) -> dg.AssetCheckResult:
                             "memories have two parents at one level")
 
 
-
-
 def no_near_duplicate_topics(session: Session, tenant: str,
                              embedder: EmbedderResource) -> dg.AssetCheckResult:
     """No two activated top-level topics of one memory type and language have centroids at least
     the (default) merge threshold of their space alike: a theme is told once."""
     types = session.execute_read(queries.live_memory_types, tenant)
     stored = session.execute_read(queries.read_forest, tenant, types)
-    offenders = []
-    for memory_type, lang, space in sorted({(t.memory_type, topic_language(t), t.centroid_space or MAIN_SPACE)
-                                            for t in stored}):
-        roots = []
-        for t in stored:
-            centroid = centroid_in_space(t.centroid, t.centroid_space, space, embedder.dimension)
-            if (t.memory_type, topic_language(t)) == (memory_type, lang) \
-                    and t.parent is None and centroid is not None:
-                roots.append(Topic(id=t.id, level=t.level, language=lang, children=t.children,
-                                   vector_sum=centroid * (t.member_count or 1), member_count=t.member_count or 1))
-        threshold = SHIPPED_PARAMS.get(space, DEFAULT_PLACEMENT).merge_similarity
-        offenders.extend({"first": a.id, "second": b.id, "similarity": round(sim, 3)}
-                         for sim, a, b in near_duplicate_roots(roots, threshold))
+    offenders = near_duplicate_topics(stored, embedder.dimension, DEFAULT_PLACEMENT)
     return offenders_result(offenders, "pairs of top-level topics are near-duplicates")
 
 

@@ -23,6 +23,7 @@ from mem_assets.reorg.placement import (
     PlacementParams,
     Topic,
     memories_below,
+    near_duplicate_roots,
     plan_languages,
     rebuild_lineage,
 )
@@ -31,6 +32,7 @@ from mem_assets.reorg.vectors import (
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
+    SHIPPED_PARAMS,
     TopicVectorsResource,
     centroid_in_space,
     in_spaces,
@@ -126,6 +128,26 @@ class MemberStore:
 
 def topic_language(record: queries.StoredTopic) -> str:
     return record.language or language(record.memory)
+
+
+def near_duplicate_topics(stored: Sequence[queries.StoredTopic], dimension: int,
+                          default: PlacementParams) -> list[dict[str, Any]]:
+    """Pairs of top-level topics of one memory type and language whose centroids are at least
+    their space's merge threshold alike (``default``'s for a space without shipped thresholds)."""
+    offenders: list[dict[str, Any]] = []
+    for memory_type, lang, space in sorted({(t.memory_type, topic_language(t), t.centroid_space or MAIN_SPACE)
+                                            for t in stored}):
+        roots = []
+        for t in stored:
+            centroid = centroid_in_space(t.centroid, t.centroid_space, space, dimension)
+            if (t.memory_type, topic_language(t)) == (memory_type, lang) \
+                    and t.parent is None and centroid is not None:
+                roots.append(Topic(id=t.id, level=t.level, language=lang, children=t.children,
+                                   vector_sum=centroid * (t.member_count or 1), member_count=t.member_count or 1))
+        threshold = SHIPPED_PARAMS.get(space, default).merge_similarity
+        offenders.extend({"first": a.id, "second": b.id, "similarity": round(sim, 3)}
+                         for sim, a, b in near_duplicate_roots(roots, threshold))
+    return offenders
 
 
 def load_forest(stored: Sequence[queries.StoredTopic], store: MemberStore) -> dict[str, Topic]:

@@ -40,7 +40,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from mem_assets.reorg.clustering import leaves_of, merge_groups, themed_groups
-from mem_assets.reorg.topic_space import TopicSpace, normalize
+from mem_assets.reorg.topic_space import TopicSpace
+from mem_resources.embedder import normalize_rows
 
 ANY_LANGUAGE = "all"
 NO_SIMILAR_TOPIC = "no_similar_topic"
@@ -344,7 +345,7 @@ class _Cycle:
     def _shared(self, raw: np.ndarray) -> np.ndarray:
         """Own-space vectors (or means) in the shared space, centred on this language's mean."""
         assert self.to_shared is not None
-        return normalize(self.to_shared(np.asarray(raw, dtype=np.float64) - self._mean()))
+        return normalize_rows(self.to_shared(np.asarray(raw, dtype=np.float64) - self._mean()))
 
     def _mean(self) -> np.ndarray:
         """The one language's mean (a cross-language cycle plans one language)."""
@@ -594,7 +595,7 @@ def abroad_of(topics: Mapping[str, Topic], to_shared: Callable[[np.ndarray], np.
     else:
         mean = _means(tops, dimension).astype(np.float64).mean(axis=0)
     leaves, starts = _by_root(leaves, [root(t) for t in leaves])
-    centroids = normalize(to_shared(_means([topics[t] for t in leaves], dimension) - mean))
+    centroids = normalize_rows(to_shared(_means([topics[t] for t in leaves], dimension) - mean))
     return Abroad(leaves, starts, centroids)
 
 
@@ -659,8 +660,6 @@ def _best_two(vectors: np.ndarray, centroids: np.ndarray, starts: np.ndarray) ->
         second.append(np.partition(per_root, -2, axis=1)[:, -2] if per_root.shape[1] > 1
                       else np.full(len(chunk), -1.0))
     return np.concatenate(best_leaf), np.concatenate(best), np.concatenate(second)
-
-
 
 
 def _means(topics: Sequence[Topic], dimension: int) -> np.ndarray:

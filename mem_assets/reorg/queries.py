@@ -171,7 +171,7 @@ def nodes_with_two_parents_at_one_level(tx: ManagedTransaction, tenant: str,
                                         limit: int = 20) -> list[dict[str, Any]]:
     result = tx.run(
         """
-        MATCH (c:MemoryItem {user_name: $tenant, status: 'activated'})<-[:PARENT]-(p:MemoryItem)
+        MATCH (c:MemoryItem {user_name: $tenant, status: 'activated'})<-[:PARENT]-(p:MemoryItem {user_name: $tenant})
         WITH c, p.reorg_level AS level, count(p) AS parents
         WHERE parents > 1
         RETURN c.id AS id, level, parents ORDER BY id LIMIT $limit
@@ -185,7 +185,7 @@ def topic_tree(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
     """Every PARENT edge of the tenant with the parent's level: for inspection and tests."""
     result = tx.run(
         """
-        MATCH (p:MemoryItem {user_name: $tenant, type: $topic})-[:PARENT]->(c:MemoryItem)
+        MATCH (p:MemoryItem {user_name: $tenant, type: $topic})-[:PARENT]->(c:MemoryItem {user_name: $tenant})
         RETURN p.id AS parent, p.reorg_level AS level, c.id AS child, c.type AS child_type
         ORDER BY parent, child
         """,
@@ -225,12 +225,12 @@ def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]
         WHERE {_ACTIVE_TOPIC.format(v="t")}
           AND coalesce(t.memory_type, 'LongTermMemory') IN $memory_types
         CALL (t) {{
-            OPTIONAL MATCH (p:MemoryItem)-[:PARENT]->(t)
+            OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
             WHERE {_ACTIVE_TOPIC.format(v="p")}
             RETURN min(p.id) AS parent
         }}
         CALL (t) {{
-            OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem)
+            OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {{user_name: $tenant}})
             RETURN collect(c.id) AS children
         }}
         RETURN t.id AS id, coalesce(t.memory_type, 'LongTermMemory') AS memory_type,

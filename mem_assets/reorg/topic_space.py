@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from mem_resources.embedder import normalize_rows
 from mem_resources.text import CJK
 
 
@@ -23,11 +24,6 @@ def language(text: str) -> str:
 
 def languages(texts: Iterable[str]) -> np.ndarray:
     return np.array([language(text) for text in texts], dtype=object)
-
-
-def normalize(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
 class TopicSpace:
@@ -58,4 +54,4 @@ class TopicSpace:
         langs = np.asarray(langs, dtype=object)
         for lang, mean in self.means.items():
             out[langs == lang] -= mean
-        return normalize(out)
+        return normalize_rows(out)

@@ -24,11 +24,11 @@ import dagster as dg
 import numpy as np
 
 from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
-from mem_assets.reorg.topic_space import normalize
 from mem_resources.embedder import (
     E5_QUERY_SPACE,
     EmbedderResource,
     e5_query_embed,
+    normalize_rows,
     stored_vector_key,
 )
 
@@ -53,8 +53,8 @@ SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS, COMBINED_S
 
 def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -> np.ndarray:
     """Combined-space vectors from the embedder's and e5's (row by row; each half normalised)."""
-    return np.hstack([np.sqrt(1 - weight) * normalize(np.asarray(main, dtype=np.float64)),
-                      np.sqrt(weight) * normalize(np.asarray(e5, dtype=np.float64))]).astype(np.float32)
+    return np.hstack([np.sqrt(1 - weight) * normalize_rows(np.asarray(main, dtype=np.float64)),
+                      np.sqrt(weight) * normalize_rows(np.asarray(e5, dtype=np.float64))]).astype(np.float32)
 
 
 def space_of(language: str, e5_languages: Sequence[str], combined_languages: Sequence[str]) -> str:

@@ -55,8 +55,8 @@ def seed_tenant(neo4j: Neo4jResource, tenant: str, memory_count: int = 12) -> No
     ids = [p.node_id for p in planned]
     with neo4j.session() as session:
         session.execute_write(memory_queries.write_memories, tenant, nodes)
-        session.execute_write(memory_queries.record_ingested_file, tenant, {
-            "sha256": "ab" * 32, "path": "/inbox/x.jsonl", "name": "x.jsonl", "ingested_at": T0})
+        session.execute_write(memory_queries.record_ingested_files, tenant, [{
+            "sha256": "ab" * 32, "path": "/inbox/x.jsonl", "name": "x.jsonl", "ingested_at": T0}])
         session.run(
             """
             MERGE (c:Character {user_name: $tenant, id: 'char:mochi'}) SET c.name = 'Mochi'

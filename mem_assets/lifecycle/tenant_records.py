@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from mem_resources.neo4j_resource import PARTITION_TAG
 from mem_resources.partitions import tenant_partitions
 from mem_resources.table_io import TableIOManager
 
@@ -27,7 +28,7 @@ def forget_tenant(instance: dg.DagsterInstance, tenant: str,
     Dagster OSS cannot wipe single partitions of an asset (``wipe_asset_partitions`` is not
     implemented for SQL storage), and every materialization of a tenant is recorded by one of
     that tenant's runs, so deleting those runs is what wipes them."""
-    records = instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": tenant}))
+    records = instance.get_run_records(dg.RunsFilter(tags={PARTITION_TAG: tenant}))
     finished = [record.dagster_run.run_id for record in records if record.dagster_run.is_finished]
     for run_id in finished:
         instance.delete_run(run_id)
