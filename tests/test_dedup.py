@@ -345,6 +345,14 @@ def test_sensor_requests_exactly_the_tenants_with_pending_nodes(neo4j, instance,
         again = dedup_sensor(context)
     assert pending not in {r.partition_key for r in again.run_requests}
 
+    with neo4j.session() as session:  # another writer edits a checked memory: compared again
+        session.run("MATCH (n:MemoryItem {user_name: $t}) SET n.memory = 'The user likes green tea.', "
+                    "n.updated_at = n.dedup_checked_at + duration('PT1S')", t=done).consume()
+    with dg.build_sensor_context(instance=instance, resources={"neo4j": neo4j},
+                                 cursor=again.cursor) as context:
+        edited = dedup_sensor(context)
+    assert {r.partition_key for r in edited.run_requests} & {pending, done, working_only} == {done}
+
 
 def test_checks_fail_on_a_broken_graph(neo4j, instance, tenant):
     a, b = write_items(neo4j, tenant, ["The user likes jazz.", "The user reads novels."])
