@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from topic_bge_study import tuning_vectors
 from topic_threshold_study import ceiling as centroid_ceiling
 
 from mem_assets.dedup import cross_encoder
-from mem_assets.dedup.cross_encoder_training import Encoder, onnx_weights
+from mem_assets.dedup.cross_encoder_training import Encoder, onnx_weights, train
 from mem_assets.reorg.evaluation import EvalItem
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import combine
@@ -72,25 +71,9 @@ def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, items: Sequence[Ev
             out += [rows[s:s + BATCH] for s in range(0, len(rows), BATCH)]
         return [out[k] for k in rng.permutation(len(out))]
 
-    per_epoch = sum(-(-len(r) // BATCH) for r in rows_of.values())
-    steps, warmup = EPOCHS * per_epoch, 0.1 * EPOCHS * per_epoch
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: s / warmup if s < warmup else max(0.0, (steps - s) / (steps - warmup)))
-    started = time.monotonic()
-    for epoch in range(EPOCHS):
-        model.train()
-        losses = []
-        for batch in batches():
-            loss = supervised_contrastive(cls_vectors(model, tok, [items[k].text for k in batch]),
-                                          [items[k].topic for k in batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            losses.append(loss.item())
-        print(json.dumps({"epoch": epoch, "memories": len(items), "loss": round(float(np.mean(losses)), 4),
-                          "seconds": round(time.monotonic() - started)}), flush=True)
+    train(model, batches, lambda batch: supervised_contrastive(cls_vectors(model, tok, [items[k].text for k in batch]),
+                                                       [items[k].topic for k in batch]),
+          sum(-(-len(r) // BATCH) for r in rows_of.values()), LEARNING_RATE, EPOCHS)
     return model.eval()
 
 

@@ -26,7 +26,9 @@ import logging
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import onnx
@@ -41,6 +43,7 @@ from mem_resources import bge
 from mem_resources.settings import load_settings
 
 HEADS = 8
+T = TypeVar("T")
 EPOCHS, BATCH, LEARNING_RATE = 3, 16, 3e-5
 
 
@@ -136,33 +139,46 @@ def _tensors(tok: Tokenizer, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor
     return tuple(torch.tensor([getattr(e, f) for e in encoded]) for f in ("ids", "attention_mask", "type_ids"))
 
 
-def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, rows: list[dict], heads: int = HEADS) -> CrossEncoder:
-    torch.manual_seed(0)
-    model = CrossEncoder(Encoder(weights, heads))
-    pairs = [((r["a"], r["b"]), CLASSES.index(r["label"])) for r in rows]
-    pairs += [((r["b"], r["a"]), CLASSES.index(r["label"])) for r in rows if r["label"] != "contradictory"]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
-    steps = EPOCHS * -(-len(pairs) // BATCH)
+def train(model: torch.nn.Module, epoch_batches: Callable[[], list[T]], loss_of: Callable[[T], torch.Tensor],
+          steps_per_epoch: int, learning_rate: float = LEARNING_RATE, epochs: int = EPOCHS) -> None:
+    """AdamW (weight decay 0.01), linear warm-up over the first 10 % of steps then linear decay;
+    one JSON line per epoch with its mean loss."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    steps = epochs * steps_per_epoch
     warmup = 0.1 * steps
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: s / warmup if s < warmup else max(0.0, (steps - s) / (steps - warmup)))
-    rng = np.random.default_rng(0)
     started = time.monotonic()
-    for epoch in range(EPOCHS):
+    for epoch in range(epochs):
         model.train()
         losses = []
-        order = rng.permutation(len(pairs))
-        for start in range(0, len(order), BATCH):
-            chunk = [pairs[j] for j in order[start:start + BATCH]]
-            loss = torch.nn.functional.cross_entropy(model(*_tensors(tok, [p for p, _ in chunk])),
-                                                     torch.tensor([y for _, y in chunk]))
+        for batch in epoch_batches():
+            loss = loss_of(batch)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             schedule.step()
             losses.append(loss.item())
-        print(json.dumps({"epoch": epoch, "pairs": len(pairs), "loss": round(float(np.mean(losses)), 4),
+        print(json.dumps({"epoch": epoch, "batches": len(losses), "loss": round(float(np.mean(losses)), 4),
                           "seconds": round(time.monotonic() - started)}), flush=True)
+
+
+def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, rows: list[dict], heads: int = HEADS) -> CrossEncoder:
+    torch.manual_seed(0)
+    model = CrossEncoder(Encoder(weights, heads))
+    pairs = [((r["a"], r["b"]), CLASSES.index(r["label"])) for r in rows]
+    pairs += [((r["b"], r["a"]), CLASSES.index(r["label"])) for r in rows if r["label"] != "contradictory"]
+    rng = np.random.default_rng(0)
+
+    def epoch_batches() -> list[list[tuple[tuple[str, str], int]]]:
+        order = rng.permutation(len(pairs))
+        return [[pairs[j] for j in order[start:start + BATCH]] for start in range(0, len(order), BATCH)]
+
+    def loss_of(chunk: list[tuple[tuple[str, str], int]]) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(model(*_tensors(tok, [p for p, _ in chunk])),
+                                                 torch.tensor([y for _, y in chunk]))
+
+    train(model, epoch_batches, loss_of, -(-len(pairs) // BATCH))
     return model.eval()
 
 
