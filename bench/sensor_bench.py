@@ -73,7 +73,8 @@ def main() -> None:
         tick, pending = median_seconds(neo4j, queries.pending_by_tenant)
         scan, _ = median_seconds(neo4j, lambda tx: tx.run("MATCH (n:MemoryItem) WHERE n.user_name IS NOT NULL "
                                                        "RETURN count(*) AS n").single()["n"])
-        mine = {t: ids for t, ids in pending.items() if t in set(tenants)}
+        ours = set(tenants)
+        mine = {t: ids for t, ids in pending.items() if t in ours}
         assert len(mine) == args.tenants and all(len(ids) == args.unchecked for ids in mine.values())
         print(json.dumps({"memory_items_in_database": total, "bench_tenants": args.tenants,
                           "unchecked_per_tenant": args.unchecked, "seed_seconds": round(seeded, 1),

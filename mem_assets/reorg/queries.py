@@ -75,9 +75,9 @@ def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
     become float32 arrays as they stream in; one of another dimension comes back as None. The
     stored e5 vector comes back when it was made from the memory's current text."""
     result = tx.run(
-        _ORPHANS + """
+        _ORPHANS + f"""
         AND coalesce(m.memory_type, 'LongTermMemory') IN $memory_types
-        RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, """ + _TEXT + """ AS memory,
+        RETURN m.id AS id, coalesce(m.memory_type, 'LongTermMemory') AS memory_type, {_TEXT} AS memory,
                m.embedding AS embedding, m.reorg_set_aside_at IS NOT NULL AS set_aside,
                m.reorg_vector AS reorg_vector, m.reorg_vector_key AS reorg_vector_key
         """,
@@ -265,10 +265,10 @@ def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimens
     """Text and vectors of the given memories: with ``main`` their ``embedding`` (None if of
     another ``dimension``), with ``e5`` their stored e5 vector (None unless made from their text)."""
     result = tx.run(
-        """
+        f"""
         UNWIND $ids AS id
-        MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, """ + _TEXT + """ AS memory,
+        MATCH (m:MemoryItem {{user_name: $tenant, id: id}}) USING INDEX m:MemoryItem(user_name, id)
+        RETURN m.id AS id, {_TEXT} AS memory,
                CASE WHEN $main THEN m.embedding END AS embedding,
                CASE WHEN $e5 THEN m.reorg_vector END AS reorg_vector,
                CASE WHEN $e5 THEN m.reorg_vector_key END AS reorg_vector_key
@@ -287,10 +287,10 @@ def read_members(tx: ManagedTransaction, tenant: str, ids: Sequence[str], dimens
 
 def read_texts(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, str]:
     result = tx.run(
-        """
+        f"""
         UNWIND $ids AS id
-        MATCH (m:MemoryItem {user_name: $tenant, id: id}) USING INDEX m:MemoryItem(user_name, id)
-        RETURN m.id AS id, """ + _TEXT + """ AS memory
+        MATCH (m:MemoryItem {{user_name: $tenant, id: id}}) USING INDEX m:MemoryItem(user_name, id)
+        RETURN m.id AS id, {_TEXT} AS memory
         """,
         tenant=tenant, ids=list(ids),
     )
