@@ -1,13 +1,17 @@
 """An English cross-encoder stacked into the judge's trees, out of fold on training data only
-(rule fixed beforehand: bench/judge_en_cross_encoder_rule.md). Needs the ``training`` extra.
+(rules fixed beforehand: bench/judge_en_cross_encoder_rule.md, candidate E; with ``--real``,
+bench/judge_en_real_cross_encoder_rule.md, candidate ER). Needs the ``training`` extra.
 
     python bench/judge_en_cross_encoder_study.py --cache /tmp/judge_en_ce > /tmp/judge_en_ce.jsonl
+    python bench/judge_en_cross_encoder_study.py --real --cache /tmp/judge_en_real_ce > /tmp/judge_en_real_ce.jsonl
 
 Step 1 fine-tunes bge-small-en-v1.5 as ``cross_encoder_training`` fine-tunes the Chinese model, in
-three group folds (~35 min on two cores; the fold models and out-of-fold rows are kept in
-``--cache``). Step 2 runs training.py's ``cross_validate`` for judge-v11's features (English pairs
-−1 in the cross-encoder columns) and for the candidate (those columns from the English fold models).
-Never given a held-out file.
+three group folds (~27 min on two cores; the fold models are kept in ``--cache``; with ``--real`` each also learns
+the real-conversation training pairs of the other speakers). Step 2 runs training.py's
+``cross_validate`` for judge-v11's features (English pairs −1 in the cross-encoder columns; not
+with ``--real``) and for the candidate (those columns from the English fold models); with
+``--real``, step 3 is training.py's final fit and step 4 on the real pairs. Never given a
+held-out file.
 """
 
 from __future__ import annotations
@@ -38,22 +42,32 @@ def english(row: dict) -> bool:
     return bge.pair_language(row["a"], row["b"]) == "en"
 
 
-def fold_models(rows: list[dict], cache: Path) -> tuple[list[CrossEncoder], Tokenizer, dict[tuple[str, str], list[float]]]:
-    """The three fold models (kept in ``cache``) and every English row's out-of-fold probabilities, both orders."""
+def _folds(rows: list[dict]) -> list[tuple[np.ndarray, np.ndarray]]:
+    if not rows:
+        return [(np.arange(0), np.arange(0))] * 3
+    groups = np.array([r["group"] for r in rows])
+    return list(GroupKFold(3, shuffle=True, random_state=0).split(rows, groups=groups))
+
+
+def fold_models(rows: list[dict], cache: Path, real: list[dict] | None = None,
+                ) -> tuple[list[CrossEncoder], Tokenizer, dict[tuple[str, str], list[float]]]:
+    """The three fold models (kept in ``cache``) and every English row's out-of-fold probabilities,
+    both orders. With ``real``, fold k also fits the real pairs outside real fold k (by speaker)."""
     jar = bge.jar_path(load_settings().models_dir, "en")
     weights, tok = onnx_weights(jar, "en"), cross_encoder.tokenizer(jar, "en")
-    groups = np.array([r["group"] for r in rows])
+    real = real or []
     models, known = [], {}
-    for fold, (fit, test) in enumerate(GroupKFold(3, shuffle=True, random_state=0).split(rows, groups=groups)):
+    for fold, ((fit, test), (real_fit, real_test)) in enumerate(zip(_folds(rows), _folds(real), strict=True)):
         path = cache / f"fold{fold}.pt"
         if path.exists():
             model = CrossEncoder(Encoder(weights, ENGLISH_HEADS))
             model.load_state_dict(torch.load(path))
             model.eval()
         else:
-            model = fine_tune(weights, tok, [rows[i] for i in fit if english(rows[i])], ENGLISH_HEADS)
+            model = fine_tune(weights, tok, [rows[i] for i in fit if english(rows[i])] + [real[i] for i in real_fit],
+                              ENGLISH_HEADS)
             torch.save(model.state_dict(), path)
-        held = [rows[i] for i in test if english(rows[i])]
+        held = [rows[i] for i in test if english(rows[i])] + [real[i] for i in real_test]
         forward = probabilities(model, tok, [(r["a"], r["b"]) for r in held])
         backward = probabilities(model, tok, [(r["b"], r["a"]) for r in held])
         for r, f, b in zip(held, forward, backward, strict=True):
@@ -109,14 +123,43 @@ def figures(rows: list[dict], runs: list[np.ndarray], thresholds: dict, chinese:
     return out
 
 
+def real_conversations(rows: list[dict], matrix: np.ndarray, featurizer: WithEnglishCross, chosen: dict,
+                       real: list[dict]) -> dict:
+    """training.py's final fit and step 4 on the real pairs (their out-of-speaker columns)."""
+    n = len(rows)
+    truth = np.array([r["label"] for r in rows])
+    model = training._fit(matrix[:n], matrix[n:], truth, training.easy_negatives(rows, featurizer, 0),
+                          training.PARAMS["accurate"])
+    real_truth = np.array([r["label"] for r in real])
+    probabilities_, chinese = training.pipeline_probabilities(model, real, featurizer)
+    try:
+        shipped = training.real_conversation_threshold(probabilities_, real_truth, chinese, chosen)
+    except RuntimeError as error:
+        return {"error": str(error)}
+    predicted = training.apply_model_thresholds(probabilities_, shipped, chinese)
+    alone = featurizer.score([(r["a"], r["b"]) for r in real])[:, -1]
+    return {"thresholds": shipped, "pairs": len(real),
+            "redundant_found": int(((predicted == "redundant") & (real_truth == "redundant")).sum()),
+            "redundant": int((real_truth == "redundant").sum()),
+            "wrong_merges": training.wrong_merges(real_truth, predicted),
+            "wrong_supersedes": training.wrong_supersedes(real_truth, predicted),
+            "cross_encoder_alone_redundant_ap": round(float(average_precision_score(real_truth == "redundant", alone)), 4),
+            "trees_redundant_ap": round(float(average_precision_score(real_truth == "redundant",
+                                                                      probabilities_[:, 2])), 4)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/judge_en_ce"))
+    parser.add_argument("--real", action="store_true",
+                        help="candidate ER: the fold models also learn the real-conversation training pairs "
+                             "(bench/judge_en_real_cross_encoder_rule.md); the baseline is not run again")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(2)
     rows = training.read_pairs(training.TRAIN_FILE)
-    models, tok, known = fold_models(rows, args.cache)
+    real = training.read_pairs(training.REAL_TRAIN_FILE) if args.real else None
+    models, tok, known = fold_models(rows, args.cache, real)
     print(json.dumps({"step": "fold models", "english_rows": sum(english(r) for r in rows)}), flush=True)
     md = load_settings().models_dir
     base = PairFeaturizer(wordllama_embed, e5_embed, aligned=lambda lang: bge.encoder(md, lang),
@@ -134,7 +177,9 @@ def main() -> None:
     report: dict = {"english_ce_alone": {
         "redundant_ap": round(float(average_precision_score(truth[en] == "redundant", ce_r)), 4),
         "contradictory_ap": round(float(average_precision_score(truth[en] == "contradictory", ce_c)), 4)}}
-    for name, matrix, featurizer in (("baseline", both, base), ("E", both_e, candidate)):
+    print(json.dumps(report), flush=True)
+    runs_of = (("ER", both_e, candidate),) if args.real else (("baseline", both, base), ("E", both_e, candidate))
+    for name, matrix, featurizer in runs_of:
         chosen, runs = training.cross_validate(rows, matrix[:n], matrix[n:], featurizer, training.PARAMS["accurate"])
         p = np.mean(runs, axis=0)
         report[name] = {"cv_thresholds": chosen,
@@ -146,6 +191,13 @@ def main() -> None:
                             truth[en] == "contradictory", p[en, 0])), 4)}
         np.save(args.cache / f"runs_{name}.npy", np.stack(runs))
         print(json.dumps({name: report[name]}), flush=True)
+        if real:
+            shipped = real_conversations(rows, matrix, candidate, chosen, real)
+            report[name]["real_conversation_train"] = shipped
+            if "thresholds" in shipped:
+                report[name]["at_shipped"] = figures(rows, runs, shipped["thresholds"], chinese)
+            print(json.dumps({name: {k: report[name].get(k) for k in ("real_conversation_train", "at_shipped")}}),
+                  flush=True)
     print(json.dumps(report), flush=True)
 
 
