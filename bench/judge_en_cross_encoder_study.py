@@ -131,21 +131,18 @@ def real_conversations(rows: list[dict], matrix: np.ndarray, featurizer: WithEng
     model = training._fit(matrix[:n], matrix[n:], truth, training.easy_negatives(rows, featurizer, 0),
                           training.PARAMS["accurate"])
     real_truth = np.array([r["label"] for r in real])
-    probabilities_, chinese = training.pipeline_probabilities(model, real, featurizer)
+    real_p, chinese = training.pipeline_probabilities(model, real, featurizer)
     try:
-        shipped = training.real_conversation_threshold(probabilities_, real_truth, chinese, chosen)
+        shipped = training.real_conversation_threshold(real_p, real_truth, chinese, chosen)
     except RuntimeError as error:
         return {"error": str(error)}
-    predicted = training.apply_model_thresholds(probabilities_, shipped, chinese)
     alone = featurizer.score([(r["a"], r["b"]) for r in real])[:, -1]
-    return {"thresholds": shipped, "pairs": len(real),
-            "redundant_found": int(((predicted == "redundant") & (real_truth == "redundant")).sum()),
-            "redundant": int((real_truth == "redundant").sum()),
-            "wrong_merges": training.wrong_merges(real_truth, predicted),
-            "wrong_supersedes": training.wrong_supersedes(real_truth, predicted),
-            "cross_encoder_alone_redundant_ap": round(float(average_precision_score(real_truth == "redundant", alone)), 4),
-            "trees_redundant_ap": round(float(average_precision_score(real_truth == "redundant",
-                                                                      probabilities_[:, 2])), 4)}
+    redundant = real_truth == "redundant"
+    return {"thresholds": shipped,
+            **training.real_conversation_report(real_truth, training.apply_model_thresholds(real_p, shipped, chinese)),
+            "cross_encoder_alone_redundant_ap": round(float(average_precision_score(redundant, alone)), 4),
+            "trees_redundant_ap": round(float(average_precision_score(
+                redundant, real_p[:, training.CLASSES.index("redundant")])), 4)}
 
 
 def main() -> None:
@@ -192,7 +189,7 @@ def main() -> None:
         np.save(args.cache / f"runs_{name}.npy", np.stack(runs))
         print(json.dumps({name: report[name]}), flush=True)
         if real:
-            shipped = real_conversations(rows, matrix, candidate, chosen, real)
+            shipped = real_conversations(rows, matrix, featurizer, chosen, real)
             report[name]["real_conversation_train"] = shipped
             if "thresholds" in shipped:
                 report[name]["at_shipped"] = figures(rows, runs, shipped["thresholds"], chinese)

@@ -253,6 +253,14 @@ def real_conversation_threshold(probabilities: np.ndarray, truth: np.ndarray, ch
     raise RuntimeError("no redundant threshold keeps real-conversation wrong merges within the budget")
 
 
+def real_conversation_report(truth: np.ndarray, predicted: np.ndarray) -> dict:
+    """What step 4 is judged by on the real-conversation pairs: wrong merges and supersedes, repeats found."""
+    return {"pairs": len(truth), "wrong_merges": wrong_merges(truth, predicted),
+            "wrong_supersedes": wrong_supersedes(truth, predicted),
+            "redundant_found": int(((predicted == "redundant") & (truth == "redundant")).sum()),
+            "redundant": int((truth == "redundant").sum())}
+
+
 def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict, extra: dict) -> str:
     init = model.init_.predict_proba(np.zeros((1, model.n_features_in_)))[0]
     trees = []
@@ -296,12 +304,7 @@ def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
     real_predicted = apply_model_thresholds(real_probabilities, thresholds, real_chinese)
     report = {"train_pairs": len(rows), "easy_negatives": EASY_NEGATIVES, "cv_thresholds": cv_thresholds,
               **cv_scores(rows, runs, thresholds, both_chinese(features)),
-              "real_conversation_train": {
-                  "pairs": len(real),
-                  "wrong_merges": wrong_merges(real_truth, real_predicted),
-                  "wrong_supersedes": wrong_supersedes(real_truth, real_predicted),
-                  "redundant_found": int(((real_predicted == "redundant") & (real_truth == "redundant")).sum()),
-                  "redundant": int((real_truth == "redundant").sum())}}
+              "real_conversation_train": real_conversation_report(real_truth, real_predicted)}
     text = export(model, kind, thresholds, {"training": report})
     exported = model_from_json(text, "check")
     if not np.allclose(exported.probabilities(features), model.predict_proba(features), atol=1e-6):
