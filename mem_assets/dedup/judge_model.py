@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 
@@ -29,21 +29,26 @@ from mem_assets.dedup.pair_features import (
     DEEP_FEATURE_NAMES,
     FEATURE_NAMES,
     PairFeaturizer,
+    dated_events,
 )
 from mem_resources import bge
+from mem_resources.bge import Language
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 from mem_resources.settings import DEFAULT_MODELS_DIR
 
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v11", "fast": "judge-v2"}
+MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v13", "fast": "judge-v2"}
 """``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
 the candidate pairs on two cores), bge-small token states (``ALIGNED_FEATURE_NAMES``: ~3 ms per
-distinct text) and, for Chinese pairs, the cross-encoder (``CROSS_FEATURE_NAMES``: two runs per
+distinct text) and the cross-encoder of the pair's language (``CROSS_FEATURE_NAMES``: two runs per
 pair); ``fast`` reads static word vectors only (~0.5 ms per pair)."""
 FEATURE_SETS = (FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES
                 + ALIGNED_FEATURE_NAMES, FEATURE_NAMES + DEEP_FEATURE_NAMES + ALIGNED_FEATURE_NAMES + CROSS_FEATURE_NAMES)
 
+OVERRULES = "dated-events-v1"
+"""Versions the rule that turns a merge or supersede of two dated events into independent
+(``pair_features.dated_events``); part of the judge fingerprint."""
 
 GATES: dict[ModelKind, tuple[ModelKind, float]] = {"accurate": ("fast", 0.19)}
 """The accurate judge skips e5 for a pair the fast model calls clearly independent: P(redundant)
@@ -100,8 +105,8 @@ class JudgeModel:
     deep: bool
     aligned: bool = False
     cross: bool = False
-    cross_encoder_sha256: str | None = None
-    """The cross-encoder file the trees were trained with (accurate models since judge-v9)."""
+    cross_encoders: Mapping[Language, str] = field(default_factory=dict)
+    """The sha256 of each cross-encoder file the trees were trained with, by pair language."""
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
@@ -184,10 +189,12 @@ class Decision:
     probability: float
     gated: str | None = None
     """Why the gate answered (None: the model itself decided)."""
+    overruled: str | None = None
+    """Why the model's merge or supersede was turned into independent (``dated_events``)."""
 
     @property
     def reason(self) -> str:
-        return self.gated or f"judge model: P({self.label}) = {self.probability:.2f}"
+        return self.gated or self.overruled or f"judge model: P({self.label}) = {self.probability:.2f}"
 
 
 def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]) -> np.ndarray:
@@ -210,7 +217,7 @@ def model_from_json(text: str, fingerprint: str) -> JudgeModel:
     return JudgeModel(tuple(spec["classes"]), np.asarray(spec["init"], dtype=np.float64),
                       float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint,
                       deep=features != FEATURE_NAMES, aligned=ALIGNED_FEATURE_NAMES[0] in features,
-                      cross=CROSS_FEATURE_NAMES[0] in features, cross_encoder_sha256=spec.get("cross_encoder_sha256"))
+                      cross=CROSS_FEATURE_NAMES[0] in features, cross_encoders=dict(spec.get("cross_encoders", {})))
 
 
 @cache
@@ -219,15 +226,11 @@ def load(kind: ModelKind = "accurate") -> JudgeModel:
     path = model_file(kind)
     raw = path.read_bytes()
     model = model_from_json(raw.decode("utf-8"), f"{path.stem}:{hashlib.sha256(raw).hexdigest()[:16]}")
-    if model.cross and cross_encoder_sha256() != model.cross_encoder_sha256:
-        raise ValueError(f"{cross_encoder.MODEL_FILE.name} is not the file {path.name} was trained with: "
-                         "restore it from git, or retrain both (docs/dedup.md, \"Retraining\")")
+    for language, sha256 in model.cross_encoders.items():
+        if cross_encoder.sha256(language) != sha256:
+            raise ValueError(f"{cross_encoder.MODEL_FILES[language].name} is not the file {path.name} was trained "
+                             "with: restore it from git, or retrain both (docs/dedup.md, \"Retraining\")")
     return model
-
-
-@cache
-def cross_encoder_sha256() -> str:
-    return hashlib.sha256(cross_encoder.MODEL_FILE.read_bytes()).hexdigest()
 
 
 @cache
@@ -240,17 +243,19 @@ def gate(kind: ModelKind = "accurate") -> Gate | None:
 
 
 def featurizer(deep: bool = True, known_deep: Mapping[str, np.ndarray] | None = None, aligned: bool | None = None,
-               models_dir: Path = DEFAULT_MODELS_DIR, cross: bool | None = None) -> PairFeaturizer:
+               models_dir: Path = DEFAULT_MODELS_DIR, cross: Sequence[Language] | None = None) -> PairFeaturizer:
     """A featurizer for the accurate (``deep``) or the fast model; it keeps every text it has
     parsed and embedded, so pairs judged in several batches embed each text once. ``known_deep``:
     e5 passage vectors of texts already embedded (kept on their nodes), not made again.
-    ``aligned`` and ``cross`` (default: as ``deep``): bge-small token features and the Chinese
-    cross-encoder, reading the jars in ``models_dir``."""
+    ``aligned`` (default: as ``deep``): bge-small token features; ``cross``: the languages whose
+    cross-encoder it reads (default: the shipped accurate model's with ``deep``, none without),
+    reading the jars in ``models_dir``."""
     aligned = deep if aligned is None else aligned
-    cross = deep if cross is None else cross
+    languages = (tuple(load("accurate").cross_encoders) if deep else ()) if cross is None else tuple(cross)
     return PairFeaturizer(wordllama_embed, e5_embed if deep else None, known_deep if deep else None,
                           (lambda language: bge.encoder(Path(models_dir), language)) if aligned else None,
-                          cross_encoder.load(Path(models_dir)).probabilities if cross else None)
+                          {language: cross_encoder.load(Path(models_dir), language).probabilities
+                           for language in languages} if languages else None)
 
 
 def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.ndarray:
@@ -270,7 +275,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
         Decision("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
-        features_of = features_of or featurizer(model.deep, aligned=model.aligned, cross=model.cross)
+        features_of = features_of or featurizer(model.deep, aligned=model.aligned, cross=tuple(model.cross_encoders))
         count = len(rest)
         cheap = features_of.cheap([*rest, *((b, a) for a, b in rest)])
         judged: list[Decision | None] = [None] * count
@@ -288,8 +293,13 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
                                              cheap[np.concatenate([opened, opened + count])])
             probabilities = model.pair_probabilities(features[:len(subset)], features[len(subset):])
             chinese = both_chinese(features[:len(subset)])
-            for i, (label, p) in zip(opened, model.decide(probabilities, chinese), strict=True):
-                judged[i] = Decision(label, p)
+            independent = model.classes.index("independent")
+            for k, (i, (label, p)) in enumerate(zip(opened, model.decide(probabilities, chinese), strict=True)):
+                if label != "independent" and dated_events(*rest[i]):
+                    judged[i] = Decision("independent", float(probabilities[k, independent]),
+                                         overruled=f"two dated events, not an update: P({label}) = {p:.2f} overruled")
+                else:
+                    judged[i] = Decision(label, p)
         remaining = iter(judged)
         decided = [known or next(remaining) for known in decided]
     return decided  # type: ignore[return-value]

@@ -159,7 +159,8 @@ class OfflineJudge(JudgeResource):
 
         model, gate = judge_model.load(self.model), self._gate()
         encoders = "".join(f"+{jar.fingerprint}" for jar in bge.JARS.values()) if model.aligned else ""
-        return f"offline-model:{model.fingerprint}{encoders}" + (f"+{gate.fingerprint}" if gate else "")
+        return (f"offline-model:{model.fingerprint}{encoders}+{judge_model.OVERRULES}"
+                + (f"+{gate.fingerprint}" if gate else ""))
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         [judgments], usage = self._judge_batches([list(pairs)])
@@ -189,7 +190,7 @@ class OfflineJudge(JudgeResource):
 
         model, gate = judge_model.load(self.model), self._gate()
         shared = judge_model.featurizer(model.deep, vectors.known if vectors else None, model.aligned,
-                                        Path(self.models_dir), model.cross)
+                                        Path(self.models_dir), tuple(model.cross_encoders))
         results = []
         for pairs in batches:
             decided = judge_model.predict(pairs, model, shared, gate)

@@ -35,6 +35,8 @@ from mem_resources.embedder import hashing_embed
 Embed = Callable[[Sequence[str]], np.ndarray]
 Encoders = Callable[[Language], TokenEncoder]
 PairScorer = Callable[[Sequence[tuple[str, str]]], np.ndarray]
+CrossScorers = Mapping[Language, PairScorer]
+"""A cross-encoder per pair language; pairs of another language get -1 in ``CROSS_FEATURE_NAMES``."""
 
 jieba.setLogLevel(logging.WARNING)
 
@@ -498,7 +500,8 @@ different facts far better than static word vectors ("allergic to cats" / "has a
 ALIGNED_FEATURE_NAMES: tuple[str, ...] = ("bge_cos", "bge_align_f", "bge_worst_older", "bge_worst_newer",
                                           "bge_unaligned_older", "bge_unaligned_newer")
 CROSS_FEATURE_NAMES: tuple[str, ...] = ("ce_contradictory", "ce_independent", "ce_redundant")
-"""The Chinese cross-encoder's probabilities (``cross_encoder``); -1 for pairs read in English."""
+"""The probabilities of the cross-encoder of the pair's language (``cross_encoder``: Chinese since
+judge-v9, English since judge-v13); -1 for a language the model has none for."""
 """Read from bge-small's per-token states (English or Chinese model, one per pair): a greedy
 word-piece alignment in context, BERTScore-style. A paraphrase aligns every piece on both sides;
 a changed value leaves one piece poorly matched; extra detail leaves pieces of one side unmatched."""
@@ -577,11 +580,11 @@ class PairFeaturizer:
     gives unit vectors for texts and single words: the semantic embedder). With ``deep`` (unit
     vectors of whole texts from a contextual embedder), rows also hold ``DEEP_FEATURE_NAMES``;
     with ``aligned`` (bge-small encoders by language), then ``ALIGNED_FEATURE_NAMES``; with
-    ``cross`` (probabilities of Chinese pairs), then ``CROSS_FEATURE_NAMES``."""
+    ``cross`` (cross-encoders by pair language), then ``CROSS_FEATURE_NAMES``."""
 
     def __init__(self, embed: Embed, deep: Embed | None = None,
                  known_deep: Mapping[str, np.ndarray] | None = None, aligned: Encoders | None = None,
-                 cross: PairScorer | None = None) -> None:
+                 cross: CrossScorers | None = None) -> None:
         self._embed = embed
         self._deep = deep
         self._aligned = aligned
@@ -653,11 +656,12 @@ class PairFeaturizer:
     def _cross_columns(self, pairs: Sequence[tuple[str, str]], languages: Sequence[Language]) -> np.ndarray:
         assert self._cross is not None
         columns = np.full((len(pairs), len(CROSS_FEATURE_NAMES)), -1.0)
-        chinese = [i for i, language in enumerate(languages) if language == "zh"]
-        if chinese:
-            read = [pairs[i] for i in chinese]
-            columns[chinese] = self._cross(read)
-            self._cross_read.update(read)
+        for language, scorer in self._cross.items():
+            rows = [i for i, lang in enumerate(languages) if lang == language]
+            if rows:
+                read = [pairs[i] for i in rows]
+                columns[rows] = scorer(read)
+                self._cross_read.update(read)
         return columns
 
     @property
@@ -774,7 +778,38 @@ class PairFeaturizer:
 
 
 def pair_features(a: str, b: str, embed: Embed, deep: Embed | None = None,
-                  aligned: Encoders | None = None, cross: PairScorer | None = None) -> np.ndarray:
+                  aligned: Encoders | None = None, cross: CrossScorers | None = None) -> np.ndarray:
     """The feature vector (FEATURE_NAMES, then DEEP_FEATURE_NAMES with ``deep``, ALIGNED_FEATURE_NAMES
     with ``aligned``, CROSS_FEATURE_NAMES with ``cross``) of an older text ``a`` and a newer text ``b``."""
     return PairFeaturizer(embed, deep, aligned=aligned, cross=cross).matrix([(a, b)])[0]
+
+
+_DATE_KINDS = frozenset({"weekday", "month", "time"})
+_ZH_DAY_UNITS = frozenset("月号日")
+
+
+def _dates(parsed: Parsed) -> list[bool]:
+    """Which tokens tell a date: a weekday, month or time word, or a number next to a month name or
+    a day unit (3 月 12 号)."""
+    tokens, kinds = parsed.tokens, parsed.kinds
+    month = [k == "month" or t in _MONTHS or t in _ZH_DAY_UNITS for t, k in zip(tokens, kinds, strict=True)]
+    return [k in _DATE_KINDS or t in _MONTHS
+            or k == "number" and any(month[j] for j in (i - 1, i + 1) if 0 <= j < len(tokens))
+            for i, (t, k) in enumerate(zip(tokens, kinds, strict=True))]
+
+
+def dated_events(a: str, b: str) -> bool:
+    """Whether the older ``a`` and newer ``b`` tell one kind of event on two different dates and
+    nothing else: two events, not an update ("went to a pottery class on 12 March" / "... on 30
+    March"). Not when the newer text says something changed ("moved to", "no longer"), when only
+    one side is negated, or when both name a one-valued attribute (a birthday has one date)."""
+    pa, pb = parse(a), parse(b)
+    if pb.change_cues or (pa.negations > 0) != (pb.negations > 0) or pa.functional & pb.functional:
+        return False
+    dates_a, dates_b = _dates(pa), _dates(pb)
+    ops = [op for op in SequenceMatcher(None, pa.tokens, pb.tokens, autojunk=False).get_opcodes() if op[0] != "equal"]
+    told_a = {t for t, d in zip(pa.tokens, dates_a, strict=True) if d}
+    told_b = {t for t, d in zip(pb.tokens, dates_b, strict=True) if d}
+    return (bool(ops) and bool(told_a) and bool(told_b) and told_a != told_b
+            and all(dates_a[i] for _, i1, i2, _, _ in ops for i in range(i1, i2))
+            and all(dates_b[j] for _, _, _, j1, j2 in ops for j in range(j1, j2)))

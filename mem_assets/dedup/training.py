@@ -2,15 +2,15 @@
 
 ``python -m mem_assets.dedup.training [--model accurate|fast] [--train PATH] [--out PATH]``
 
-``accurate`` (judge-v11, the default; its trees are judge-v9's) learns from ``FEATURE_NAMES``, ``DEEP_FEATURE_NAMES``
+``accurate`` (judge-v13, the default) learns from ``FEATURE_NAMES``, ``DEEP_FEATURE_NAMES``
 (multilingual-e5), ``ALIGNED_FEATURE_NAMES`` (bge-small token alignment; the jars ``make setup``
-fetched) and ``CROSS_FEATURE_NAMES`` (the Chinese cross-encoder: ``cross_encoder_training`` makes
-it first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
+fetched) and ``CROSS_FEATURE_NAMES`` (the cross-encoder of the pair's language:
+``cross_encoder_training`` makes both first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
 
 1. Features of every training pair (``pair_features``), in both orders. A training pair's
-   cross-encoder columns are its out-of-fold probabilities (``CROSS_OOF_FILE``): the shipped
-   cross-encoder saw it, and trees fit on those scores would trust them more than they deserve on
-   new pairs; every other pair gets the shipped cross-encoder. Which of two redundant or
+   cross-encoder columns are its out-of-fold probabilities (``CROSS_OOF_FILES``, one per language):
+   the shipped cross-encoder saw it, and trees fit on those scores would trust them more than they
+   deserve on new pairs; every other pair gets the shipped cross-encoder of its language. Which of two redundant or
    independent memories is "newer" is arbitrary, so those pairs are also learned swapped (a
    contradiction keeps its order: ``b`` is the newer value).
    Authored independent pairs are all hard (same person, same topic); a real candidate list also
@@ -31,7 +31,8 @@ it first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
 4. Real conversations (accurate model): hand-written pairs say too little about how often a judge
    merges two true observations of one speaker that merely restate an attitude. So the final fit
    judges the 640 real-conversation training pairs (data/judge/locomo/train.jsonl, as the pipeline
-   would) and the redundant threshold is raised on the grid until its wrong merges there stay
+   would; their English cross-encoder columns out of fold by speaker, since the shipped English
+   cross-encoder learned them) and the redundant threshold is raised on the grid until its wrong merges there stay
    within ``REAL_WRONG_MERGE_BUDGET``. Those pairs are all English, so pairs of two Chinese texts
    (the ``zh`` feature) keep the cross-validated one (``redundant_zh``, since judge-v11).
 
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -55,22 +57,23 @@ from mem_assets.dedup.judge_model import (
     FEATURE_SETS,
     MODEL_NAMES,
     both_chinese,
-    cross_encoder_sha256,
     model_file,
     model_from_json,
     redundant_thresholds,
     symmetrize,
 )
 from mem_assets.dedup.labels import ModelKind
-from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer, PairScorer
+from mem_assets.dedup.pair_features import FEATURE_NAMES, CrossScorers, PairFeaturizer, PairScorer
 from mem_resources import bge
+from mem_resources.bge import Language
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
 from mem_resources.settings import DEFAULT_MODELS_DIR, load_settings
 
 TRAIN_FILE = Path(__file__).parents[2] / "data" / "judge" / "train.jsonl"
 REAL_TRAIN_FILE = TRAIN_FILE.parent / "locomo" / "train.jsonl"
-CROSS_OOF_FILE = TRAIN_FILE.parent / "cross_encoder_oof.jsonl"
+CROSS_OOF_FILES: dict[Language, Path] = {"zh": TRAIN_FILE.parent / "cross_encoder_oof.jsonl",
+                                         "en": TRAIN_FILE.parent / "cross_encoder_en_oof.jsonl"}
 WRONG_BUDGET = 0.015
 REAL_WRONG_MERGE_BUDGET = 0.033
 """Wrong merges allowed on the 640 real-conversation training pairs: judge-v7's rate (21)."""
@@ -157,19 +160,24 @@ def easy_negatives(rows: list[dict], featurizer: PairFeaturizer, seed: int) -> n
     return featurizer.matrix(pairs)
 
 
-def out_of_fold_cross(models_dir: Path) -> PairScorer:
-    """The shipped cross-encoder, but a training pair's out-of-fold probabilities where
-    ``CROSS_OOF_FILE`` has them (see the module doc, step 1)."""
-    known: dict[tuple[str, str], list[float]] = {}
-    for row in read_pairs(CROSS_OOF_FILE):
-        known[(row["a"], row["b"])], known[(row["b"], row["a"])] = row["forward"], row["backward"]
-    shipped = cross_encoder.load(models_dir)
+def out_of_fold_cross(models_dir: Path) -> CrossScorers:
+    """The shipped cross-encoders, but a training pair's out-of-fold probabilities where
+    ``CROSS_OOF_FILES`` has them (see the module doc, step 1)."""
+    scorers: dict[Language, PairScorer] = {}
+    for language, path in CROSS_OOF_FILES.items():
+        known: dict[tuple[str, str], list[float]] = {}
+        for row in read_pairs(path):
+            known[(row["a"], row["b"])], known[(row["b"], row["a"])] = row["forward"], row["backward"]
+        scorers[language] = _known_first(known, cross_encoder.load(models_dir, language).probabilities)
+    return scorers
 
-    def score(pairs: list[tuple[str, str]]) -> np.ndarray:
+
+def _known_first(known: dict[tuple[str, str], list[float]], shipped: PairScorer) -> PairScorer:
+    def score(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         out = np.array([known.get(pair, [np.nan] * 3) for pair in pairs], dtype=np.float64).reshape(len(pairs), 3)
         rest = np.flatnonzero(np.isnan(out[:, 0]))
         if len(rest):
-            out[rest] = shipped.probabilities([pairs[i] for i in rest])
+            out[rest] = shipped([pairs[i] for i in rest])
         return out
 
     return score
@@ -273,7 +281,7 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
         } for t in stage])
     features = FEATURE_SETS[-1] if kind == "accurate" else FEATURE_NAMES
     if kind == "accurate":
-        extra = {**extra, "cross_encoder_sha256": cross_encoder_sha256()}
+        extra = {**extra, "cross_encoders": {language: cross_encoder.sha256(language) for language in CROSS_OOF_FILES}}
     spec = {"name": MODEL_NAMES[kind], "version": int(MODEL_NAMES[kind].rsplit("-v", 1)[1]), "features": list(features),
             "classes": [str(c) for c in model.classes_],
             "init": np.log(np.clip(init, 1e-12, None)).round(9).tolist(),

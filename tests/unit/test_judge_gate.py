@@ -68,7 +68,8 @@ def test_gated_texts_are_not_embedded():
     encoded: list[str] = []
     featurizer = PairFeaturizer(wordllama_embed, deep,
                                 aligned=lambda language: Recorded(bge.encoder(DEFAULT_MODELS_DIR, language)),
-                                cross=cross_encoder.load(DEFAULT_MODELS_DIR).probabilities)
+                                cross={language: cross_encoder.load(DEFAULT_MODELS_DIR, language).probabilities
+                                       for language in judge_model.load().cross_encoders})
     decided = judge_model.predict([UNRELATED, PAIRS[1]], judge_model.load(), featurizer, judge_model.gate())
     assert decided[0].gated and not decided[1].gated
     assert set(embedded) == set(encoded) == set(PAIRS[1]) and featurizer.deep_skipped == 2

@@ -1,17 +1,17 @@
 """The learned offline judge, scored end to end on held-out splits it never saw in training.
 
-Floors (docs/dedup.md) for the default, accurate model (judge-v11 behind its e5 gate). Hand-written
+Floors (docs/dedup.md) for the default, accurate model (judge-v13 behind its e5 gate). Hand-written
 pairs: wrong merges + wrong supersedes <= 1.5% of pairs, redundant precision >= 0.95, redundant F1 >=
-0.74, contradictory F1 >= 0.72; measured 0.96%, 0.97, 0.77, 0.73 on 1,766 pairs on an AMD EPYC
-(judge-v9 there: 0.85%, 0.98, 0.75, 0.73; judge-v8 elsewhere: 1.42%, 0.97, 0.73, 0.69). Real
-conversations (LoCoMo 42 and 43, 520 candidate pairs, no contradiction among them): wrong
-supersedes <= 1.5% and wrong merges + supersedes <= 3%; measured 0.38% and 1.54% (judge-v8: 0.96%
-and 1.92%; judge-v6: 1.35% and 2.88%, judge-v3: 4.62% and 5.77%). The issue's redundant target
-(F1 0.80) is not met; the floors guard what is.
+0.77, contradictory F1 >= 0.80; measured 0.79%, 0.96, 0.796, 0.83 on 1,766 pairs on an AMD EPYC
+(judge-v11 there: 0.96%, 0.97, 0.77, 0.73). Real conversations (LoCoMo 42 and 43, 520 candidate
+pairs, no contradiction among them): wrong supersedes <= 1.5% and wrong merges + supersedes <= 3%;
+measured 0.19% and 1.73% (judge-v11: 0.38% and 1.54%; judge-v6: 1.35% and 2.88%, judge-v3: 4.62%
+and 5.77%). The issue's redundant target (F1 0.80) is not met; the floors guard what is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import Counter
@@ -30,6 +30,7 @@ from mem_assets.dedup.pair_features import (
     CROSS_FEATURE_NAMES,
     DEEP_FEATURE_NAMES,
     FEATURE_NAMES,
+    PairScorer,
     pair_features,
     parse,
 )
@@ -49,8 +50,8 @@ def test_heldout_floors(judge_heldout_score):
     assert judge_heldout_score["pairs"] >= 400
     assert judge_heldout_score["wrong_total"]["percent"] <= 1.5
     assert judge_heldout_score["classes"]["redundant"]["precision"] >= 0.95
-    assert judge_heldout_score["classes"]["redundant"]["f1"] >= 0.74
-    assert judge_heldout_score["classes"]["contradictory"]["f1"] >= 0.72
+    assert judge_heldout_score["classes"]["redundant"]["f1"] >= 0.77
+    assert judge_heldout_score["classes"]["contradictory"]["f1"] >= 0.80
     assert set(judge_heldout_score["by_language"]) >= {"en", "zh"}
 
 
@@ -108,8 +109,9 @@ def encoders(language: bge.Language) -> bge.TokenEncoder:
     return bge.encoder(DEFAULT_MODELS_DIR, language)
 
 
-def cross(pairs: list[tuple[str, str]]) -> np.ndarray:
-    return cross_encoder.load(DEFAULT_MODELS_DIR).probabilities(pairs)
+def cross() -> dict[bge.Language, PairScorer]:
+    return {language: cross_encoder.load(DEFAULT_MODELS_DIR, language).probabilities
+            for language in judge_model.load().cross_encoders}
 
 
 @pytest.mark.parametrize(("kind", "features"), [("accurate", FEATURE_NAMES + DEEP_FEATURE_NAMES + ALIGNED_FEATURE_NAMES
@@ -125,12 +127,12 @@ def test_model_file_fingerprint_keys_the_judgment_cache(kind, features):
 
 
 def test_chinese_pairs_keep_the_cross_validated_redundant_threshold():
-    """The real-conversation raise is English evidence: a Chinese pair between the two thresholds
-    merges, an English one does not."""
-    model = judge_model.load()
-    bar, bar_zh = model.thresholds["redundant"], model.thresholds["redundant_zh"]
-    assert bar_zh < bar
-    p = (bar + bar_zh) / 2
+    """The real-conversation raise is English evidence: with a raised threshold (training.py's step
+    4; judge-v13 needed none), a Chinese pair between the two thresholds merges, an English one
+    does not."""
+    model = dataclasses.replace(judge_model.load(), thresholds={"redundant": 0.92, "redundant_zh": 0.88,
+                                                                 "contradictory": 0.62})
+    p = 0.90
     row = np.zeros((1, 3))
     row[0, model.classes.index("redundant")], row[0, model.classes.index("independent")] = p, 1 - p
     rows = np.vstack([row, row])
@@ -174,7 +176,7 @@ def test_exported_trees_split_exactly_where_scikit_learn_does():
 
 def test_probabilities_are_a_distribution():
     features = pair_features("Melanie has two children.", "Melanie has three kids.", wordllama_embed, e5_embed,
-                             encoders, cross)
+                             encoders, cross())
     probabilities = judge_model.load().probabilities(features)
     assert probabilities.shape == (1, 3) and abs(probabilities.sum() - 1) < 1e-9
 
@@ -205,4 +207,4 @@ def test_batched_features_equal_one_pair_at_a_time():
              ("The user likes tea.", "用户住在杭州")]
     batched = judge_model.feature_matrix(pairs)
     for row, (a, b) in zip(batched, pairs, strict=True):
-        assert (row == pair_features(a, b, wordllama_embed, e5_embed, encoders, cross)).all()
+        assert (row == pair_features(a, b, wordllama_embed, e5_embed, encoders, cross())).all()
