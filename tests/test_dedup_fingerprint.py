@@ -45,7 +45,7 @@ from mem_resources.neo4j_resource import Neo4jResource
 TENANT = "dedup_fingerprint"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EXPECTED = {
-    "PENDING": "AMD EPYC, family 26 model 2 (judge-v13, 2026-12-03)",
+    "bf21ec404c209a75c3db772d59c15d63a046f9200d2e68870055fe89657fcfdb": "AMD EPYC, family 26 model 2 (judge-v13, 2026-12-03)",
 }
 RECORDED = Path(__file__).parent / "data" / "dedup_fingerprint_decisions.json"
 NEAR, MAX_FLIPS = 0.02, 3

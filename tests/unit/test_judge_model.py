@@ -31,6 +31,7 @@ from mem_assets.dedup.pair_features import (
     DEEP_FEATURE_NAMES,
     FEATURE_NAMES,
     PairScorer,
+    dated_events,
     pair_features,
     parse,
 )
@@ -103,6 +104,23 @@ def test_exact_duplicates_are_redundant_and_clear_cases_hold():
                                    ("The user likes tea", "The user no longer drinks tea"),
                                    ("a cat", "a dog")])
     assert [d.label for d in decided] == ["redundant", "contradictory", "independent"]
+
+
+def test_one_kind_of_event_on_two_dates_is_two_events_not_an_update():
+    """The English cross-encoder reads a date-only difference as a paraphrase; the overrule keeps
+    both events, while a date that the newer text says moved still supersedes."""
+    two_classes = ("Rosa went to a pottery class on 12 March.", "Rosa went to a pottery class on 30 March.")
+    moved = ("Tom has a meeting with his manager on 12 March.", "Tom's meeting with his manager moved to 30 March.")
+    decided = judge_model.predict([two_classes, ("小王3月12号去上了陶艺课。", "小王3月30号去上了陶艺课。"), moved],
+                                  gate=judge_model.gate())
+    assert [d.label for d in decided] == ["independent", "independent", "contradictory"]
+    assert "two dated events" in decided[0].reason
+    assert dated_events("Tom went hiking on Saturday.", "Tom went hiking on Sunday.")
+    assert not dated_events("Tom flies to Rome on June 3.", "On 3 June Tom is flying to Rome.")
+    assert not dated_events("Tom's birthday is on 12 March.", "Tom's birthday is on 30 March.")
+    assert not dated_events("用户今年三十二岁", "用户今年二十八岁")
+    assert not dated_events("Tom has two cats.", "Tom has three cats.")
+    assert "dated-events" in OfflineJudge().fingerprint
 
 
 def encoders(language: bge.Language) -> bge.TokenEncoder:
