@@ -23,18 +23,16 @@ from pathlib import Path
 import numpy as np
 import torch
 from sklearn.metrics import average_precision_score
-from sklearn.model_selection import GroupKFold
 from tokenizers import Tokenizer
 
-from mem_assets.dedup import cross_encoder, training
-from mem_assets.dedup.cross_encoder_training import CrossEncoder, Encoder, fine_tune, onnx_weights, probabilities
+from mem_assets.dedup import cross_encoder, cross_encoder_training, training
+from mem_assets.dedup.cross_encoder_training import CrossEncoder, onnx_weights, probabilities
 from mem_assets.dedup.judge_model import both_chinese
 from mem_assets.dedup.pair_features import CROSS_FEATURE_NAMES, PairFeaturizer
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.settings import load_settings
 
-ENGLISH_HEADS = 12
 JUDGE_V11 = {"redundant": 0.92, "redundant_zh": 0.88, "contradictory": 0.62}
 
 
@@ -42,32 +40,15 @@ def english(row: dict) -> bool:
     return bge.pair_language(row["a"], row["b"]) == "en"
 
 
-def _folds(rows: list[dict]) -> list[tuple[np.ndarray, np.ndarray]]:
-    if not rows:
-        return [(np.arange(0), np.arange(0))] * 3
-    groups = np.array([r["group"] for r in rows])
-    return list(GroupKFold(3, shuffle=True, random_state=0).split(rows, groups=groups))
-
-
 def fold_models(rows: list[dict], cache: Path, real: list[dict] | None = None,
                 ) -> tuple[list[CrossEncoder], Tokenizer, dict[tuple[str, str], list[float]]]:
-    """The three fold models (kept in ``cache``) and every English row's out-of-fold probabilities,
-    both orders. With ``real``, fold k also fits the real pairs outside real fold k (by speaker)."""
+    """The three fold models (``cross_encoder_training.fold_models``, kept in ``cache``) and every
+    English row's out-of-fold probabilities, both orders. With ``real``, fold k also fits the real
+    pairs outside real fold k (by speaker)."""
     jar = bge.jar_path(load_settings().models_dir, "en")
     weights, tok = onnx_weights(jar, "en"), cross_encoder.tokenizer(jar, "en")
-    real = real or []
     models, known = [], {}
-    for fold, ((fit, test), (real_fit, real_test)) in enumerate(zip(_folds(rows), _folds(real), strict=True)):
-        path = cache / f"fold{fold}.pt"
-        if path.exists():
-            model = CrossEncoder(Encoder(weights, ENGLISH_HEADS))
-            model.load_state_dict(torch.load(path))
-            model.eval()
-        else:
-            model = fine_tune(weights, tok, [rows[i] for i in fit if english(rows[i])] + [real[i] for i in real_fit],
-                              ENGLISH_HEADS)
-            torch.save(model.state_dict(), path)
-        held = [rows[i] for i in test if english(rows[i])] + [real[i] for i in real_test]
+    for model, held in cross_encoder_training.fold_models(rows, weights, tok, "en", real or (), cache):
         forward = probabilities(model, tok, [(r["a"], r["b"]) for r in held])
         backward = probabilities(model, tok, [(r["b"], r["a"]) for r in held])
         for r, f, b in zip(held, forward, backward, strict=True):

@@ -104,9 +104,13 @@ class JudgeModel:
     fingerprint: str
     deep: bool
     aligned: bool = False
-    cross: bool = False
     cross_encoders: Mapping[Language, str] = field(default_factory=dict)
     """The sha256 of each cross-encoder file the trees were trained with, by pair language."""
+
+    @property
+    def cross(self) -> bool:
+        """Whether the trees read ``CROSS_FEATURE_NAMES``."""
+        return bool(self.cross_encoders)
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
@@ -212,12 +216,16 @@ def model_from_json(text: str, fingerprint: str) -> JudgeModel:
     if features not in FEATURE_SETS:
         raise ValueError("judge model was trained on other features: retrain it with "
                          "`python -m mem_assets.dedup.training`")
+    cross_encoders = dict(spec.get("cross_encoders", {}))
+    if (CROSS_FEATURE_NAMES[0] in features) != bool(cross_encoders):
+        raise ValueError("judge model's cross-encoder columns and its recorded cross-encoder files disagree: "
+                         "retrain it with `python -m mem_assets.dedup.training`")
     trees = tuple(tuple(Tree(*(np.asarray(t[key]) for key in ("left", "right", "feature", "threshold", "value")))
                         for t in stage) for stage in spec["trees"])
     return JudgeModel(tuple(spec["classes"]), np.asarray(spec["init"], dtype=np.float64),
                       float(spec["learning_rate"]), trees, dict(spec["thresholds"]), fingerprint,
                       deep=features != FEATURE_NAMES, aligned=ALIGNED_FEATURE_NAMES[0] in features,
-                      cross=CROSS_FEATURE_NAMES[0] in features, cross_encoders=dict(spec.get("cross_encoders", {})))
+                      cross_encoders=cross_encoders)
 
 
 @cache
