@@ -50,11 +50,11 @@ OVERRULES = "dated-events-v1"
 """Versions the rule that turns a merge or supersede of two dated events into independent
 (``pair_features.dated_events``); part of the judge fingerprint."""
 
-GATES: dict[ModelKind, tuple[ModelKind, float]] = {"accurate": ("fast", 0.19)}
+GATES: dict[ModelKind, tuple[ModelKind, float]] = {"accurate": ("fast", 0.09)}
 """The accurate judge skips e5 for a pair the fast model calls clearly independent: P(redundant)
 and P(contradictory) both under the bound, the largest on a 0.01 grid that loses at most 2% of the
 accurate judge's redundant / contradictory decisions out of fold on the training pairs
-(``bench/judge_gate_study.py``, docs/dedup.md)."""
+(``bench/judge_gate_study.py``; chosen again for judge-v13: ``bench/judge_gate_v13_rule.md``)."""
 
 
 def model_file(kind: ModelKind = "accurate") -> Path:
