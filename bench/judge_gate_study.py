@@ -33,10 +33,8 @@ from mem_assets.dedup.candidates import (
 from mem_assets.dedup.judge_model import featurizer as accurate_featurizer
 from mem_assets.dedup.judge_model import load, symmetrize
 from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
-from mem_resources import bge
-from mem_resources.embedder import e5_embed, wordllama_embed
+from mem_resources.embedder import wordllama_embed
 from mem_resources.memory_model import normalize_text
-from mem_resources.settings import DEFAULT_MODELS_DIR
 
 CHEAP = len(FEATURE_NAMES)
 OOF = Path("/tmp/judge_gate_oof.npz")
@@ -49,11 +47,7 @@ GATES = np.round(np.arange(0.01, 0.31, 0.01), 2)
 
 def oof() -> None:
     rows = training.read_pairs(training.TRAIN_FILE)
-    featurizer = PairFeaturizer(wordllama_embed, e5_embed,
-                                aligned=lambda language: bge.encoder(DEFAULT_MODELS_DIR, language),
-                                cross=training.out_of_fold_cross(DEFAULT_MODELS_DIR))
-    both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
-    features, swapped = both[:len(rows)], both[len(rows):]
+    featurizer, features, swapped = training.training_features(rows)
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
     candidate = features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD

@@ -18,11 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mem_assets.dedup import training
 from mem_assets.dedup.judge_model import both_chinese, symmetrize
-from mem_assets.dedup.pair_features import FEATURE_NAMES, PairFeaturizer
-from mem_resources import bge
-from mem_resources.embedder import e5_embed, wordllama_embed
+from mem_assets.dedup.pair_features import FEATURE_NAMES
 from mem_resources.memory_model import normalize_text
-from mem_resources.settings import DEFAULT_MODELS_DIR
 
 BASE = training.PARAMS["accurate"]
 FITS = {"seed0": BASE, "seed1": {**BASE, "random_state": 1}, "seed2": {**BASE, "random_state": 2},
@@ -40,11 +37,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     rows = training.read_pairs(training.TRAIN_FILE)
-    featurizer = PairFeaturizer(wordllama_embed, e5_embed,
-                                aligned=lambda language: bge.encoder(DEFAULT_MODELS_DIR, language),
-                                cross=training.out_of_fold_cross(DEFAULT_MODELS_DIR))
-    both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
-    features, swapped = both[:len(rows)], both[len(rows):]
+    featurizer, features, swapped = training.training_features(rows)
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
     chinese = both_chinese(features)

@@ -16,10 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mem_assets.dedup import training
 from mem_assets.dedup.judge_model import both_chinese
-from mem_assets.dedup.pair_features import PairFeaturizer
-from mem_resources import bge
-from mem_resources.embedder import e5_embed, wordllama_embed
-from mem_resources.settings import DEFAULT_MODELS_DIR
 
 
 def f1_sum(truth: np.ndarray, predicted: np.ndarray) -> float:
@@ -64,11 +60,7 @@ def report(name: str, runs: list[np.ndarray], truth: np.ndarray, chinese: np.nda
 
 def main() -> None:
     rows = training.read_pairs(training.TRAIN_FILE)
-    featurizer = PairFeaturizer(wordllama_embed, e5_embed,
-                                aligned=lambda language: bge.encoder(DEFAULT_MODELS_DIR, language),
-                                cross=training.out_of_fold_cross(DEFAULT_MODELS_DIR))
-    both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
-    features, swapped = both[:len(rows)], both[len(rows):]
+    featurizer, features, swapped = training.training_features(rows)
     truth = np.array([r["label"] for r in rows])
     chinese = both_chinese(features)
     baseline, runs = training.cross_validate(rows, features, swapped, featurizer, training.PARAMS["accurate"])

@@ -213,7 +213,7 @@ def test_the_judges_text_vectors_are_kept_on_nodes_and_each_text_is_embedded_onc
 def test_pairs_the_gate_calls_clearly_independent_cost_no_e5_pass(neo4j, instance, tenant):
     """The accurate judge's e5 gate: a candidate pair the fast model calls clearly independent is
     judged independent without e5, says why, leaves no vector on its nodes, and is counted."""
-    write_items(neo4j, tenant, ["The user likes green tea.", "The user likes black coffee."])
+    write_items(neo4j, tenant, ["The user likes green tea.", "The user likes hiking in the mountains."])
     result = run_dedup(neo4j, tenant, instance)
     judged = metadata(result, "relation_judgments")
     assert (judged["pairs"], judged["pairs_gated"], judged["text_vectors_skipped"]) == (1, 1, 2)

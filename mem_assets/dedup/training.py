@@ -289,15 +289,23 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
     return json.dumps(spec, separators=(",", ":"), sort_keys=True) + "\n"
 
 
-def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
-          models_dir: Path = DEFAULT_MODELS_DIR) -> tuple[str, dict]:
-    rows = read_pairs(train_file)
+def training_features(rows: list[dict], kind: ModelKind = "accurate", models_dir: Path = DEFAULT_MODELS_DIR,
+                      ) -> tuple[PairFeaturizer, np.ndarray, np.ndarray]:
+    """The featurizer of model ``kind`` as training reads it (out-of-fold cross-encoder columns,
+    step 1 of the module doc), and the feature rows of ``rows`` in their order and swapped."""
     accurate = kind == "accurate"
     featurizer = PairFeaturizer(wordllama_embed, e5_embed if accurate else None,
                                 aligned=(lambda language: bge.encoder(models_dir, language)) if accurate else None,
                                 cross=out_of_fold_cross(models_dir) if accurate else None)
     both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
-    features, swapped = both[:len(rows)], both[len(rows):]
+    return featurizer, both[:len(rows)], both[len(rows):]
+
+
+def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
+          models_dir: Path = DEFAULT_MODELS_DIR) -> tuple[str, dict]:
+    rows = read_pairs(train_file)
+    accurate = kind == "accurate"
+    featurizer, features, swapped = training_features(rows, kind, models_dir)
     truth = np.array([r["label"] for r in rows])
     thresholds, runs = cross_validate(rows, features, swapped, featurizer, PARAMS[kind])
     model = _fit(features, swapped, truth, easy_negatives(rows, featurizer, 0), PARAMS[kind])

@@ -1,12 +1,13 @@
 """The learned offline judge, scored end to end on held-out splits it never saw in training.
 
-Floors (docs/dedup.md) for the default, accurate model (judge-v13 behind its e5 gate). Hand-written
-pairs: wrong merges + wrong supersedes <= 1.5% of pairs, redundant precision >= 0.95, redundant F1 >=
-0.77, contradictory F1 >= 0.80; measured 0.79%, 0.96, 0.796, 0.83 on 1,766 pairs on an AMD EPYC
-(judge-v11 there: 0.96%, 0.97, 0.77, 0.73). Real conversations (LoCoMo 42 and 43, 520 candidate
+Floors (docs/dedup.md) for the default, accurate model (judge-v13 behind its e5 gate, bound 0.09
+since 2026-12-03). Hand-written pairs: wrong merges + wrong supersedes <= 1.5% of pairs, redundant
+precision >= 0.95, redundant F1 >= 0.80 (the issue's target), contradictory F1 >= 0.80; measured
+0.85%, 0.97, 0.808, 0.83 on 1,766 pairs on an AMD EPYC (gate bound 0.19 before: 0.79%, 0.96, 0.796,
+0.83; judge-v11: 0.96%, 0.97, 0.77, 0.73). Real conversations (LoCoMo 42 and 43, 520 candidate
 pairs, no contradiction among them): wrong supersedes <= 1.5% and wrong merges + supersedes <= 3%;
-measured 0.19% and 1.73% (judge-v11: 0.38% and 1.54%; judge-v6: 1.35% and 2.88%, judge-v3: 4.62%
-and 5.77%). The issue's redundant target (F1 0.80) is not met; the floors guard what is.
+measured 0.19% and 1.92% (gate bound 0.19: 0.19% and 1.73%; judge-v11: 0.38% and 1.54%; judge-v6:
+1.35% and 2.88%, judge-v3: 4.62% and 5.77%).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def test_heldout_floors(judge_heldout_score):
     assert judge_heldout_score["pairs"] >= 400
     assert judge_heldout_score["wrong_total"]["percent"] <= 1.5
     assert judge_heldout_score["classes"]["redundant"]["precision"] >= 0.95
-    assert judge_heldout_score["classes"]["redundant"]["f1"] >= 0.77
+    assert judge_heldout_score["classes"]["redundant"]["f1"] >= 0.80
     assert judge_heldout_score["classes"]["contradictory"]["f1"] >= 0.80
     assert set(judge_heldout_score["by_language"]) >= {"en", "zh"}
 
