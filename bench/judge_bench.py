@@ -8,16 +8,22 @@ WordLlama cosine, as the candidate search does, so a text sits in several pairs.
    with the fast model, then with the accurate one (multilingual-e5 too) on the first
    ``--accurate-pairs`` pairs;
 2. the fast model's work split by stage, cold again: parse, embed, feature rows, tree predict;
-3. ``judging.build_requests`` over those pairs as a frame.
+3. ``judging.build_requests`` over those pairs as a frame;
+4. with ``--gate-pairs FILE`` (JSONL with ``a`` and ``b``, e.g. data/judge/locomo/train.jsonl:
+   real conversations, where the gate fires far more than on the bench's template texts): the
+   accurate judge behind the shipped e5 gate and behind ``--baseline-bound``, cold each time, twice.
 
 Each line carries the 1-minute load average before and after it (``measure.measured``).
 
     python bench/judge_bench.py [--pairs 20000] [--accurate-pairs 2000] [--top-k 5]
+                                [--gate-pairs FILE] [--baseline-bound 0.19]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import random
 import sys
 import time
@@ -73,6 +79,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--accurate-pairs", type=int, default=2_000)
     parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--gate-pairs", type=Path)
+    parser.add_argument("--baseline-bound", type=float, default=0.19)
     args = parser.parse_args()
     pairs = bench_pairs(args.pairs, args.top_k)
     both = [*pairs, *((b, a) for a, b in pairs)]
@@ -110,7 +118,28 @@ def main() -> None:
         print(f"  {figure.line(name)}")
     print(f"  stages sum (without build_requests): "
           f"{sum(f.seconds for n, f in stages.items() if n != 'build_requests'):.2f} s")
+    if args.gate_pairs:
+        gate_cost(args.gate_pairs, args.baseline_bound)
 
+
+def gate_cost(path: Path, baseline_bound: float) -> None:
+    """The accurate judge behind the shipped gate and behind ``baseline_bound`` on the same pairs,
+    cold each time; two rounds, since the first pass of a process pays the ONNX sessions' warm-up."""
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    pairs = [(r["a"], r["b"]) for r in rows]
+    shipped = judge_model.gate()
+    assert shipped is not None
+    seconds = {}
+    for round_ in (1, 2):
+        for gate in (dataclasses.replace(shipped, below=baseline_bound), shipped):
+            cold()
+            with measured() as total:
+                decisions = judge_model.predict(pairs, judge_model.load("accurate"), gate=gate)
+            seconds[gate.below] = total.seconds
+            gated = sum(d.gated is not None for d in decisions)
+            print(f"{total.line(f'round {round_}: accurate judge, gate at {gate.below} ({len(pairs)} pairs of {path.name})')}"
+                  f"; {gated} gated, {1000 * total.seconds / len(pairs):.2f} ms/pair")
+    print(f"  round 2, shipped gate / gate at {baseline_bound}: {seconds[shipped.below] / seconds[baseline_bound]:.2f}x")
 
 if __name__ == "__main__":
     start = time.perf_counter()
