@@ -9,7 +9,7 @@ WordLlama cosine, as the candidate search does, so a text sits in several pairs.
    ``--accurate-pairs`` pairs;
 2. the fast model's work split by stage, cold again: parse, embed, feature rows, tree predict;
 3. ``judging.build_requests`` over those pairs as a frame;
-4. with ``--gate-pairs FILE`` (JSONL with ``a`` and ``b``, e.g. data/judge/locomo/train.jsonl:
+4. with ``--gate-pairs FILE`` (labeled pairs as ``memtend eval-judge`` reads them, e.g. data/judge/locomo/train.jsonl:
    real conversations, where the gate fires far more than on the bench's template texts): the
    accurate judge behind the shipped e5 gate and behind ``--baseline-bound``, cold each time, twice.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import random
 import sys
 import time
@@ -37,6 +36,7 @@ from measure import measured
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mem_assets.dedup import judge_model, pair_features
+from mem_assets.dedup.evaluation import read_pairs
 from mem_assets.dedup.judging import build_requests
 from mem_assets.dedup.pair_features import PairFeaturizer, parse
 from mem_resources.embedder import wordllama_embed
@@ -125,8 +125,7 @@ def main() -> None:
 def gate_cost(path: Path, baseline_bound: float) -> None:
     """The accurate judge behind the shipped gate and behind ``baseline_bound`` on the same pairs,
     cold each time; two rounds, since the first pass of a process pays the ONNX sessions' warm-up."""
-    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-    pairs = [(r["a"], r["b"]) for r in rows]
+    pairs = [(r["a"], r["b"]) for r in read_pairs(path)]
     shipped = judge_model.gate()
     assert shipped is not None
     seconds = {}
