@@ -1,0 +1,120 @@
+"""English topics in a fine-tuned encoder's space (F), placement measured on the tuning parts
+only, by the rule fixed beforehand in bench/topic_tuned_space_rule.md. Needs the ``training`` extra.
+
+    python bench/topic_tuned_space_study.py --scale     # label-free cosine scale (fixes the grid)
+    python bench/topic_tuned_space_study.py > /tmp/topics_tuned/study.jsonl
+
+F vectors are cross-fitted (bench/topic_finetune_study.py's recipe): each LoCoMo tune conversation
+embedded by a model trained on the other two, the synthetic tuning half and the growth tenant by
+one trained on all of LoCoMo tune; cached in ``--cache``. ``--onnx FILE`` scores an exported
+topic encoder instead (T1 and GT unseen by it; T2 seen).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from topic_bge_study import grid, row_of, tuning_vectors, with_e5_tail
+from topic_finetune_study import HEADS, MAX_TOKENS, conversation, embed, fine_tune
+
+from mem_assets.dedup import cross_encoder
+from mem_assets.dedup.cross_encoder_training import onnx_weights
+from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS
+from mem_assets.reorg.topic_space import languages
+from mem_assets.reorg.vectors import combine
+from mem_resources import bge
+from mem_resources.embedder import normalize_rows
+from mem_resources.settings import load_settings
+
+GRID = {"place_similarity": [0.30, 0.35, 0.40, 0.45, 0.50], "group_similarity": [0.20, 0.25, 0.30, 0.35, 0.40],
+        "theme_similarity": [0.10, 0.14], "merge_similarity": [0.50, 0.60]}
+
+
+def tuned_vectors(cache: Path, sets: dict) -> dict[str, np.ndarray]:
+    path = cache / "tuned_en.npz"
+    if path.exists():
+        data = np.load(path, allow_pickle=False)
+        return dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+    torch.set_num_threads(2)
+    english = {name: [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == "en"]
+               for name, items in sets.items()}
+    jar = bge.jar_path(load_settings().models_dir, "en")
+    weights, tok = onnx_weights(jar, "en"), cross_encoder.tokenizer(jar, "en")
+    tok.enable_truncation(MAX_TOKENS)
+    locomo = english["locomo_tune"]
+    tuned: dict[str, np.ndarray] = {}
+    for held in sorted({conversation(i) for i in locomo}):
+        model = fine_tune(weights, tok, [i for i in locomo if conversation(i) != held])
+        tuned |= embed(model, tok, [i.text for i in locomo if conversation(i) == held])
+    model = fine_tune(weights, tok, locomo)
+    tuned |= embed(model, tok, sorted({i.text for name in ("synthetic_tune", "growth") for i in sets[name]}))
+    keys = sorted(tuned)
+    np.savez(path, texts=np.array(keys), vectors=np.stack([tuned[k] for k in keys]))
+    return tuned
+
+
+def scale(sets: dict, spaces: dict[str, dict[str, np.ndarray]]) -> None:
+    """Label-free: quantiles of centred pairwise cosines and the median 2nd / 5th-neighbour cosine,
+    English memories per tenant, in each space."""
+    for name in ("synthetic_tune", "locomo_tune"):
+        items = [i for i, lang in zip(sets[name], languages(i.text for i in sets[name]), strict=True) if lang == "en"]
+        for space, vec in spaces.items():
+            cos, knn2, knn5 = [], [], []
+            for tenant in sorted({i.tenant for i in items}):
+                x = np.array([vec[i.text] for i in items if i.tenant == tenant], dtype=np.float64)[:, :-384] \
+                    if space != "shipped" else np.array([vec[i.text] for i in items if i.tenant == tenant])
+                x = normalize_rows(x - x.mean(axis=0))
+                sims = x @ x.T
+                cos.append(sims[np.triu_indices(len(x), 1)])
+                np.fill_diagonal(sims, -np.inf)
+                ordered = -np.sort(-sims, axis=1)
+                knn2.append(ordered[:, 1])
+                knn5.append(ordered[:, 4])
+            c = np.concatenate(cos)
+            print(json.dumps({"scale": name, "space": space, "mean": round(float(c.mean()), 3),
+                              "std": round(float(c.std()), 3),
+                              **{f"q{q}": round(float(np.quantile(c, q)), 3) for q in (0.9, 0.95, 0.97, 0.98, 0.99)},
+                              "r2": round(float(np.median(np.concatenate(knn2))), 3),
+                              "r5": round(float(np.median(np.concatenate(knn5))), 3)}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_tuned"))
+    parser.add_argument("--scale", action="store_true")
+    parser.add_argument("--onnx", type=Path, help="score an exported topic encoder at --setting")
+    parser.add_argument("--setting", type=json.loads, default={})
+    args = parser.parse_args()
+    sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5"))
+    combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
+                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+    if args.onnx:
+        from mem_resources.topic_encoder import TopicEncoder
+
+        model = TopicEncoder(args.onnx, bge.existing_jar(load_settings().models_dir, "en"))
+        tuned = dict(zip(texts, model.embed(texts), strict=True))
+    else:
+        tuned = tuned_vectors(args.cache, sets)
+    f_space = with_e5_tail(tuned, vec["e5"])
+    if args.scale:
+        scale(sets, {"shipped": combined, "F": f_space})
+        return
+    shipped = row_of(sets, combined, vec["e5"], COMBINED_PARAMS, E5_PARAMS)
+    print(json.dumps({"candidate": "shipped", **shipped}), flush=True)
+    if args.onnx:
+        from dataclasses import replace
+
+        from topic_bge_study import qualifies
+        row = row_of(sets, f_space, vec["e5"], replace(COMBINED_PARAMS, **args.setting), E5_PARAMS)
+        print(json.dumps({"candidate": f"F from {args.onnx.name}", "setting": args.setting, **row,
+                          "qualifies": qualifies(row, shipped)}), flush=True)
+        return
+    grid("F", "en", GRID, sets, f_space, vec["e5"], E5_PARAMS, shipped)
+
+
+if __name__ == "__main__":
+    main()
