@@ -13,13 +13,15 @@ topic encoder instead (T1 and GT unseen by it; T2 seen).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
-from topic_bge_study import grid, row_of, tuning_vectors, with_e5_tail
-from topic_finetune_study import HEADS, MAX_TOKENS, conversation, embed, fine_tune
+from topic_bge_study import gain, grid, qualifies, row_of, tuning_vectors, with_e5_tail
+from topic_finetune_study import MAX_TOKENS, conversation, embed, fine_tune
 
 from mem_assets.dedup import cross_encoder
 from mem_assets.dedup.cross_encoder_training import onnx_weights
@@ -32,6 +34,8 @@ from mem_resources.settings import load_settings
 
 GRID = {"place_similarity": [0.30, 0.35, 0.40, 0.45, 0.50], "group_similarity": [0.20, 0.25, 0.30, 0.35, 0.40],
         "theme_similarity": [0.10, 0.14], "merge_similarity": [0.50, 0.60]}
+F2_GRID = {"place_similarity": [0.30, 0.35, 0.40], "group_similarity": [0.20, 0.25, 0.30],
+           "cross_place_similarity": [0.25, 0.30, 0.35], "cross_place_margin": [0.05, 0.08]}
 
 
 def tuned_vectors(cache: Path, sets: dict) -> dict[str, np.ndarray]:
@@ -88,6 +92,7 @@ def main() -> None:
     parser.add_argument("--scale", action="store_true")
     parser.add_argument("--onnx", type=Path, help="score an exported topic encoder at --setting")
     parser.add_argument("--setting", type=json.loads, default={})
+    parser.add_argument("--f2", action="store_true", help="F with the cross-language thresholds gridded too")
     args = parser.parse_args()
     sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5"))
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
@@ -106,14 +111,39 @@ def main() -> None:
     shipped = row_of(sets, combined, vec["e5"], COMBINED_PARAMS, E5_PARAMS)
     print(json.dumps({"candidate": "shipped", **shipped}), flush=True)
     if args.onnx:
-        from dataclasses import replace
-
-        from topic_bge_study import qualifies
         row = row_of(sets, f_space, vec["e5"], replace(COMBINED_PARAMS, **args.setting), E5_PARAMS)
         print(json.dumps({"candidate": f"F from {args.onnx.name}", "setting": args.setting, **row,
                           "qualifies": qualifies(row, shipped)}), flush=True)
         return
-    grid("F", "en", GRID, sets, f_space, vec["e5"], E5_PARAMS, shipped)
+    if not args.f2:
+        grid("F", "en", GRID, sets, f_space, vec["e5"], E5_PARAMS, shipped)
+        return
+    import topic_bge_study
+
+    from mem_assets.reorg.placement import CrossParams
+    rows: dict[tuple[float, ...], dict] = {}
+    for combo in itertools.product(*F2_GRID.values()):
+        place, group, cross, margin = combo
+        topic_bge_study.CROSS_PARAMS = CrossParams(cross, margin)
+        params = replace(COMBINED_PARAMS, place_similarity=place, group_similarity=group, theme_similarity=0.10,
+                         merge_similarity=0.50)
+        row = row_of(sets, f_space, vec["e5"], params, E5_PARAMS)
+        row.update(setting=dict(zip(F2_GRID, combo, strict=True)), qualifies=qualifies(row, shipped),
+                   gain=gain(row, shipped))
+        rows[combo] = row
+        print(json.dumps({"grid": "F2", **row}), flush=True)
+
+    def near(combo: tuple[float, ...]) -> list[dict]:
+        out = []
+        for k, values in enumerate(F2_GRID.values()):
+            at = values.index(combo[k])
+            out += [rows[(*combo[:k], values[at + s], *combo[k + 1:])] for s in (-1, 1) if 0 <= at + s < len(values)]
+        return out
+
+    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
+    chosen = max(robust, key=lambda c: (rows[c]["gain"], c[0])) if robust else None
+    print(json.dumps({"choice": "F2", "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
+                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
 
 
 if __name__ == "__main__":
