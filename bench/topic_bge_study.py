@@ -121,15 +121,15 @@ def _last_e5(vectors: np.ndarray) -> np.ndarray:
 
 @contextmanager
 def spaces_as_given() -> Iterator[None]:
-    """evaluate_topics with English (its "combined" language) taking the embedder's vectors as they
-    are and Chinese (its "e5" language) the e5 callable's, each already in its candidate space;
-    both spaces map to the shared e5 space by their last 384 floats."""
+    """evaluate_topics with each text's kept vector made by the study (``kept``: its Chinese-space
+    vector, then its English-space vector), each language taking its part as it is; both spaces
+    map to the shared e5 space by their last 384 floats."""
     original_in_spaces, original_to_shared = evaluation.in_spaces, evaluation.to_shared
 
     def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
-                  e5: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-        return [m if space != evaluation.E5_SPACE else v  # type: ignore[misc]
-                for space, m, v in zip(spaces, main, e5, strict=True)]
+                  kept: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        return [np.asarray(v)[:E5_DIMENSION] if space == evaluation.E5_SPACE else np.asarray(v)[E5_DIMENSION:]
+                for space, v in zip(spaces, kept, strict=True)]
 
     evaluation.in_spaces, evaluation.to_shared = in_spaces, lambda space: _last_e5
     try:
@@ -140,8 +140,9 @@ def spaces_as_given() -> Iterator[None]:
 
 def figures(items: Sequence[EvalItem], en_space: dict[str, np.ndarray], zh_space: dict[str, np.ndarray],
             en_params: PlacementParams, zh_params: PlacementParams) -> dict[str, Any]:
+    kept = {t: np.concatenate([zh_space[t], en_space[t]]) for t in {i.text for i in items}}
     with spaces_as_given():
-        report = evaluate_topics(items, Cached(en_space), PlacementParams(), ("zh",), zh_params, Cached(zh_space).embed,
+        report = evaluate_topics(items, Cached(en_space), PlacementParams(), ("zh",), zh_params, Cached(kept).embed,
                                  ("en",), en_params, CROSS_PARAMS)
     return {"placed": report.placed, "purity": report.purity, "dupes": report.near_duplicate_pairs,
             "split": report.split_themes, "topics": report.topics, "leaves": report.sub_topics,

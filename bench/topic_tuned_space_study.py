@@ -25,7 +25,7 @@ from topic_finetune_study import MAX_TOKENS, conversation, embed, fine_tune
 
 from mem_assets.dedup import cross_encoder
 from mem_assets.dedup.cross_encoder_training import onnx_weights
-from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS
+from mem_assets.reorg.placement import E5_PARAMS, CrossParams, PlacementParams
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import combine
 from mem_resources import bge
@@ -34,6 +34,11 @@ from mem_resources.settings import load_settings
 
 GRID = {"place_similarity": [0.30, 0.35, 0.40, 0.45, 0.50], "group_similarity": [0.20, 0.25, 0.30, 0.35, 0.40],
         "theme_similarity": [0.10, 0.14], "merge_similarity": [0.50, 0.60]}
+#: The defaults F was measured against (English in WordLlama ⊕ e5 at 0.8, commit 51ec800).
+BEFORE_WEIGHT = 0.8
+BEFORE_COMBINED = PlacementParams(place_similarity=0.25, group_similarity=0.20, min_cluster_size=2,
+                                  theme_similarity=0.08, min_theme_size=4)
+BEFORE_CROSS = CrossParams(place_similarity=0.25, place_margin=0.05)
 F2_GRID = {"place_similarity": [0.30, 0.35, 0.40], "group_similarity": [0.20, 0.25, 0.30],
            "cross_place_similarity": [0.25, 0.30, 0.35], "cross_place_margin": [0.05, 0.08]}
 
@@ -96,36 +101,36 @@ def main() -> None:
     args = parser.parse_args()
     sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5"))
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
-                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+                                       np.array([vec["e5"][t] for t in texts]), BEFORE_WEIGHT), strict=True))
     if args.onnx:
-        from mem_resources.topic_encoder import TopicEncoder
+        from mem_assets.reorg.topic_encoder import TopicEncoder
 
-        model = TopicEncoder(args.onnx, bge.existing_jar(load_settings().models_dir, "en"))
-        tuned = dict(zip(texts, model.embed(texts), strict=True))
+        tuned = dict(zip(texts, TopicEncoder(args.onnx).embed(texts), strict=True))
     else:
         tuned = tuned_vectors(args.cache, sets)
     f_space = with_e5_tail(tuned, vec["e5"])
     if args.scale:
         scale(sets, {"shipped": combined, "F": f_space})
         return
-    shipped = row_of(sets, combined, vec["e5"], COMBINED_PARAMS, E5_PARAMS)
+    import topic_bge_study
+
+    topic_bge_study.CROSS_PARAMS = BEFORE_CROSS
+    shipped = row_of(sets, combined, vec["e5"], BEFORE_COMBINED, E5_PARAMS)
     print(json.dumps({"candidate": "shipped", **shipped}), flush=True)
     if args.onnx:
-        row = row_of(sets, f_space, vec["e5"], replace(COMBINED_PARAMS, **args.setting), E5_PARAMS)
+        topic_bge_study.CROSS_PARAMS = CrossParams(**args.setting.pop("cross", {}))
+        row = row_of(sets, f_space, vec["e5"], replace(BEFORE_COMBINED, **args.setting), E5_PARAMS)
         print(json.dumps({"candidate": f"F from {args.onnx.name}", "setting": args.setting, **row,
                           "qualifies": qualifies(row, shipped)}), flush=True)
         return
     if not args.f2:
         grid("F", "en", GRID, sets, f_space, vec["e5"], E5_PARAMS, shipped)
         return
-    import topic_bge_study
-
-    from mem_assets.reorg.placement import CrossParams
     rows: dict[tuple[float, ...], dict] = {}
     for combo in itertools.product(*F2_GRID.values()):
         place, group, cross, margin = combo
         topic_bge_study.CROSS_PARAMS = CrossParams(cross, margin)
-        params = replace(COMBINED_PARAMS, place_similarity=place, group_similarity=group, theme_similarity=0.10,
+        params = replace(BEFORE_COMBINED, place_similarity=place, group_similarity=group, theme_similarity=0.10,
                          merge_similarity=0.50)
         row = row_of(sets, f_space, vec["e5"], params, E5_PARAMS)
         row.update(setting=dict(zip(F2_GRID, combo, strict=True)), qualifies=qualifies(row, shipped),
