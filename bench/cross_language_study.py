@@ -91,7 +91,7 @@ def main() -> None:
     texts = sorted({i.text for items in sets.values() for i in items})
     main_vectors, e5_vectors = embed_all(texts, args.cache)
     growth = dict(zip(texts, combine(np.array([main_vectors[t] for t in texts]),
-                                     np.array([e5_vectors[t] for t in texts])), strict=True))
+                                     np.array([e5_vectors[t] for t in texts]), 0.8), strict=True))
     for name in SETS:
         print(json.dumps({"shipped": name, **figures(sets[name], main_vectors, e5_vectors, None)}), flush=True)
     for combo in itertools.product(*GRID.values()):

@@ -302,7 +302,7 @@ def main() -> None:
     args = parser.parse_args()
     sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5", "bge_en", "bge_zh"))
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
-                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+                                       np.array([vec["e5"][t] for t in texts]), 0.8), strict=True))
     en_spaces = {"shipped": combined, "bge": with_e5_tail(vec["bge_en"], vec["e5"])}
     zh_spaces = {"shipped": vec["e5"], "bge": with_e5_tail(vec["bge_zh"], vec["e5"])}
     candidates = {"shipped": ("shipped", "shipped"), "B-en": ("bge", "shipped"),

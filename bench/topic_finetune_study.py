@@ -24,65 +24,28 @@ from topic_bge_study import ceiling as true_k_ceiling
 from topic_bge_study import tuning_vectors
 from topic_threshold_study import ceiling as centroid_ceiling
 
-from mem_assets.dedup import cross_encoder
-from mem_assets.dedup.cross_encoder_training import Encoder, onnx_weights, train
 from mem_assets.reorg.evaluation import EvalItem
+from mem_assets.reorg.topic_encoder_training import HEADS, embed, fine_tune, jar_tokenizer
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import combine
 from mem_resources import bge
+from mem_resources.bge_training import Encoder, onnx_weights
 from mem_resources.settings import load_settings
-
-HEADS, EPOCHS, BATCH, LEARNING_RATE, TEMPERATURE, MAX_TOKENS = 12, 4, 64, 2e-5, 0.05, 64
 
 
 def conversation(item: EvalItem) -> str:
     return item.tenant.split("-")[1]
 
 
-def cls_vectors(model: Encoder, tok: Tokenizer, texts: Sequence[str]) -> torch.Tensor:
-    encoded = tok.encode_batch(list(texts))
-    ids, mask, types = (torch.tensor([getattr(e, f) for e in encoded]) for f in ("ids", "attention_mask", "type_ids"))
-    return torch.nn.functional.normalize(model(ids, mask, types)[:, 0], dim=-1)
-
-
-def supervised_contrastive(z: torch.Tensor, labels: Sequence[str]) -> torch.Tensor:
-    """Mean over anchors with a positive of -mean log p(positive) among all other rows."""
-    same = torch.tensor([[a == b for b in labels] for a in labels])
-    eye = torch.eye(len(labels), dtype=torch.bool)
-    logits = (z @ z.T / TEMPERATURE).masked_fill(eye, float("-inf"))
-    log_p = logits.log_softmax(dim=1)
-    positives = same & ~eye
-    anchors = positives.any(dim=1)
-    per_anchor = -(log_p.masked_fill(~positives, 0).sum(dim=1)[anchors] / positives.sum(dim=1)[anchors])
-    return per_anchor.mean()
-
-
-def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, items: Sequence[EvalItem]) -> Encoder:
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    model = Encoder(weights, HEADS)
-    tenants = sorted({i.tenant for i in items})
-    rows_of = {t: [k for k, i in enumerate(items) if i.tenant == t] for t in tenants}
-
-    def batches() -> list[list[int]]:
-        out = []
-        for t in tenants:
-            rows = list(rng.permutation(rows_of[t]))
-            out += [rows[s:s + BATCH] for s in range(0, len(rows), BATCH)]
-        return [out[k] for k in rng.permutation(len(out))]
-
-    def loss_of(batch: list[int]) -> torch.Tensor:
-        return supervised_contrastive(cls_vectors(model, tok, [items[k].text for k in batch]),
-                                      [items[k].topic for k in batch])
-
-    train(model, [batches() for _ in range(EPOCHS)], loss_of, LEARNING_RATE)
-    return model.eval()
-
-
-def embed(model: Encoder, tok: Tokenizer, texts: Sequence[str]) -> dict[str, np.ndarray]:
-    with torch.no_grad():
-        vectors = np.vstack([cls_vectors(model, tok, texts[s:s + 64]).numpy() for s in range(0, len(texts), 64)])
-    return dict(zip(texts, vectors, strict=True))
+def cross_fitted(weights: dict[str, np.ndarray], tok: Tokenizer, locomo: Sequence[EvalItem],
+                 others: Sequence[str]) -> dict[str, np.ndarray]:
+    """Vectors no model saw: each LoCoMo conversation's from a model trained on the other two,
+    ``others`` from one trained on all of them."""
+    tuned: dict[str, np.ndarray] = {}
+    for held in sorted({conversation(i) for i in locomo}):
+        model = fine_tune(weights, tok, [i for i in locomo if conversation(i) != held])
+        tuned |= embed(model, tok, [i.text for i in locomo if conversation(i) == held])
+    return tuned | embed(fine_tune(weights, tok, locomo), tok, list(others))
 
 
 def measures(items: Sequence[EvalItem], space: dict[str, np.ndarray]) -> dict[str, float]:
@@ -100,20 +63,13 @@ def main() -> None:
     english = {name: [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == "en"]
                for name, items in sets.items() if name in ("synthetic_tune", "locomo_tune")}
     jar = bge.jar_path(load_settings().models_dir, "en")
-    weights, tok = onnx_weights(jar, "en"), cross_encoder.tokenizer(jar, "en")
-    tok.enable_truncation(MAX_TOKENS)
+    weights, tok = onnx_weights(jar, "en"), jar_tokenizer(jar)
     untrained = embed(Encoder(weights, HEADS).eval(), tok, texts[:50])
     parity = min(float(untrained[t] @ (vec["bge_en"][t] / np.linalg.norm(vec["bge_en"][t]))) for t in texts[:50])
     print(json.dumps({"parity_min_cosine_untrained_vs_onnx": round(parity, 6)}), flush=True)
-    locomo = english["locomo_tune"]
-    tuned: dict[str, np.ndarray] = {}
-    for held in sorted({conversation(i) for i in locomo}):
-        model = fine_tune(weights, tok, [i for i in locomo if conversation(i) != held])
-        tuned |= embed(model, tok, [i.text for i in locomo if conversation(i) == held])
-    model = fine_tune(weights, tok, locomo)
-    tuned |= embed(model, tok, [i.text for i in english["synthetic_tune"]])
+    tuned = cross_fitted(weights, tok, english["locomo_tune"], [i.text for i in english["synthetic_tune"]])
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
-                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+                                       np.array([vec["e5"][t] for t in texts]), 0.8), strict=True))
     spaces = {"shipped": combined, "bge_en": vec["bge_en"], "T": tuned}
     report = {part: {name: measures(items, space) for name, space in spaces.items()} for part, items in english.items()}
     for part, rows in report.items():

@@ -194,7 +194,7 @@ def spaces(cache: Path, texts: list[str]) -> tuple[dict[str, dict[str, np.ndarra
               "bge_zh": VectorCache(cache / "bge_zh.npz", lambda: bge_vectors("zh"))}
     vec = {name: c.get(texts) for name, c in caches.items()}
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
-                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+                                       np.array([vec["e5"][t] for t in texts]), 0.8), strict=True))
     return ({"shipped": combined, "bge": with_e5_tail(vec["bge_en"], vec["e5"])},
             {"shipped": vec["e5"], "bge": with_e5_tail(vec["bge_zh"], vec["e5"])})
 

@@ -43,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     sets, texts, vec = tuning_vectors(args.cache, ("wordllama", "e5", "bge_en"))
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
-                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+                                       np.array([vec["e5"][t] for t in texts]), 0.8), strict=True))
     shipped = row_of(sets, combined, vec["e5"], COMBINED_PARAMS, E5_PARAMS)
     print(json.dumps({"candidate": "shipped", **shipped}), flush=True)
     axes = {"share": SHARES, **GRID}

@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 import torch
 from topic_bge_study import gain, grid, qualifies, row_of, tuning_vectors, with_e5_tail
-from topic_finetune_study import MAX_TOKENS, conversation, embed, fine_tune
+from topic_finetune_study import cross_fitted
 
-from mem_assets.dedup import cross_encoder
-from mem_assets.dedup.cross_encoder_training import onnx_weights
 from mem_assets.reorg.placement import E5_PARAMS, CrossParams, PlacementParams
+from mem_assets.reorg.topic_encoder_training import jar_tokenizer
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import combine
 from mem_resources import bge
+from mem_resources.bge_training import onnx_weights
 from mem_resources.embedder import normalize_rows
 from mem_resources.settings import load_settings
 
@@ -52,15 +52,8 @@ def tuned_vectors(cache: Path, sets: dict) -> dict[str, np.ndarray]:
     english = {name: [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == "en"]
                for name, items in sets.items()}
     jar = bge.jar_path(load_settings().models_dir, "en")
-    weights, tok = onnx_weights(jar, "en"), cross_encoder.tokenizer(jar, "en")
-    tok.enable_truncation(MAX_TOKENS)
-    locomo = english["locomo_tune"]
-    tuned: dict[str, np.ndarray] = {}
-    for held in sorted({conversation(i) for i in locomo}):
-        model = fine_tune(weights, tok, [i for i in locomo if conversation(i) != held])
-        tuned |= embed(model, tok, [i.text for i in locomo if conversation(i) == held])
-    model = fine_tune(weights, tok, locomo)
-    tuned |= embed(model, tok, sorted({i.text for name in ("synthetic_tune", "growth") for i in sets[name]}))
+    tuned = cross_fitted(onnx_weights(jar, "en"), jar_tokenizer(jar), english["locomo_tune"],
+                         sorted({i.text for name in ("synthetic_tune", "growth") for i in sets[name]}))
     keys = sorted(tuned)
     np.savez(path, texts=np.array(keys), vectors=np.stack([tuned[k] for k in keys]))
     return tuned

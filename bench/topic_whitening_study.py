@@ -62,7 +62,7 @@ def main() -> None:
         ("wordllama", "wordllama.npz", lambda: WordLlamaEmbedder().embed), ("e5", "e5_query.npz", lambda: e5_query_embed),
         ("bge_en", "bge_en.npz", lambda: bge_vectors("en")), ("bge_zh", "bge_zh.npz", lambda: bge_vectors("zh")))}
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
-                                       np.array([vec["e5"][t] for t in texts])), strict=True))
+                                       np.array([vec["e5"][t] for t in texts]), 0.8), strict=True))
     synthetic, locomo = sets["synthetic_tune"], sets["locomo_tune"]
     langs = languages(i.text for i in synthetic)
     by_language = {want: [i for i, lang in zip(synthetic, langs, strict=True) if lang == want] for want in ("en", "zh")}

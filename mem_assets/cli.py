@@ -200,7 +200,7 @@ def eval_topics(
         help="Languages placed in the multilingual-e5 space: configured (MEMTEND_TOPIC_E5_LANGUAGES), "
              "or e.g. zh, zh,en, none.")] = "configured",
     combined_languages: Annotated[str, typer.Option(
-        help="Languages placed in the combined (embedder + e5) space: configured "
+        help="Languages placed in the combined (topic encoder, e5 carried) space: configured "
              "(MEMTEND_TOPIC_COMBINED_LANGUAGES), or e.g. en, none. A language is in one space.")] = "configured",
     cross_language: Annotated[str, typer.Option(
         help="Whether a memory may join the other language's topic: configured "

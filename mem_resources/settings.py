@@ -76,12 +76,14 @@ class Settings(BaseSettings):
     topic_e5_languages: str = Field(
         default="zh", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
         description="Languages whose topics are placed in multilingual-e5-small space (each memory "
-                    "embedded once, ~17 ms, and the vector stored on it) instead of the embedder's: "
+                    "embedded once, with the topic encoder, ~25 ms, and the vectors stored on it) instead "
+                    "of the embedder's: "
                     "comma-separated, e.g. zh or zh,en; 'none' for no language.")
     topic_combined_languages: str = Field(
         default="en", validation_alias=_env("MEMTEND_TOPIC_COMBINED_LANGUAGES"),
-        description="Languages whose topics are placed in the combined space: the embedder's vector "
-                    "joined with the kept multilingual-e5-small one (e5 once per memory, ~10-17 ms); "
+        description="Languages whose topics are placed in the combined space: the topic encoder's "
+                    "vector (bge-small-en fine-tuned on labeled themes) with the multilingual-e5-small one "
+                    "carried for cross-language offers (both kept on the memory, made once, ~25 ms); "
                     "comma-separated, e.g. en; 'none' for no language. A language is in at most one of "
                     "this and MEMTEND_TOPIC_E5_LANGUAGES.")
     topic_cross_language: bool = Field(

@@ -1,6 +1,6 @@
-"""Chinese topics in the multilingual-e5 space and English ones in the combined (embedder + e5)
-space on the real Neo4j: each memory is embedded with e5 once, the vector is kept on its node and
-every later cycle (new arrivals, a rebuild, a split) reuses it."""
+"""Chinese topics in the multilingual-e5 space and English ones in the combined (topic encoder,
+e5 carried) space on the real Neo4j: each memory gets its kept vector (e5 ⊕ topic encoder) once,
+on its node, and every later cycle (new arrivals, a rebuild, a split) reuses it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from mem_assets.reorg.vectors import (
     COMBINED_SPACE,
     E5_DIMENSION,
     E5_SPACE,
+    KEPT_DIMENSION,
     TopicVectorsResource,
+    in_spaces,
+    kept_embed,
     vector_key,
 )
 from mem_resources.neo4j_resource import Neo4jResource
@@ -98,7 +101,7 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
     assert result.success
     assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first + english)
     stored = _stored(neo4j, tenant)
-    assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == E5_DIMENSION
+    assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == KEPT_DIMENSION
                for text in first + english)
     topics = _topics(neo4j, tenant)
     chinese = [t for t in topics if t["language"] == "zh"]
@@ -168,7 +171,7 @@ def test_chinese_topics_of_the_embedder_space_move_to_e5_when_they_next_grow(neo
         "members of old topics got their e5 vector when their centroid was recomputed, kept for later cycles"
 
 
-def test_english_topics_live_in_the_combined_space_and_reuse_kept_e5_vectors(neo4j, tenant, instance):
+def test_english_topics_live_in_the_topic_encoder_space_and_reuse_kept_vectors(neo4j, tenant, instance):
     first, second = _texts(ENGLISH_THEMES, 1, "en"), _texts(ENGLISH_THEMES, 2, "en")
     assert len(first) >= 20 and len(second) >= 5
     ids = write_memories(neo4j, tenant, first)
@@ -176,10 +179,11 @@ def test_english_topics_live_in_the_combined_space_and_reuse_kept_e5_vectors(neo
     assert result.success
     assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first)
     read_back = MemberStore(neo4j, EMBEDDER, tenant, COMBINED_SPACE, TopicVectorsResource()).matrix(ids)
-    assert np.allclose(read_back, TopicVectorsResource().embed(COMBINED_SPACE, first, EMBEDDER), atol=1e-5), \
+    placed_in = np.stack(in_spaces([COMBINED_SPACE] * len(first), [None] * len(first), list(kept_embed(first))))
+    assert np.allclose(read_back, placed_in, atol=1e-5), \
         "members read back (splits, promotions) are in the space they were placed in"
     topics = _topics(neo4j, tenant)
-    assert topics and all(t["space"] == COMBINED_SPACE and t["dimension"] == 256 + E5_DIMENSION for t in topics)
+    assert topics and all(t["space"] == COMBINED_SPACE and t["dimension"] == KEPT_DIMENSION for t in topics)
     stored = _stored(neo4j, tenant)
 
     again, _ = _second_batch_reads_kept_vectors(neo4j, tenant, instance, first, second, stored)

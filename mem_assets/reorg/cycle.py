@@ -94,7 +94,7 @@ class MemberStore:
         missing = [i for i in ids if i not in self.vectors]
         if not missing:
             return
-        main, e5 = self.space != E5_SPACE, self.space in NEEDS_E5
+        main, e5 = self.space == MAIN_SPACE, self.space in NEEDS_E5
         with self.neo4j.session() as session:
             found = session.execute_read(queries.read_members, self.tenant, missing, self.embedder.dimension,
                                          main, e5)

@@ -50,10 +50,11 @@ from mem_assets.reorg.vectors import (
     MAIN_SPACE,
     NEEDS_E5,
     in_spaces,
+    kept_embed,
     space_of,
     to_shared,
 )
-from mem_resources.embedder import EmbedderResource, e5_query_embed
+from mem_resources.embedder import EmbedderResource
 
 
 class EvalItem(BaseModel):
@@ -154,7 +155,7 @@ def _embedded(embed: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]
 
 def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, params: PlacementParams,
                     e5_languages: Sequence[str] = DEFAULT_E5_LANGUAGES, e5_params: PlacementParams = E5_PARAMS,
-                    e5: Callable[[Sequence[str]], np.ndarray] = e5_query_embed,
+                    e5: Callable[[Sequence[str]], np.ndarray] = kept_embed,
                     combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
                     combined_params: PlacementParams = COMBINED_PARAMS,
                     cross: CrossParams | None = CROSS_PARAMS) -> TopicReport:
@@ -174,7 +175,7 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
     rows_of = {space: (np.arange(len(texts)) if across
                        else np.flatnonzero([spaces[str(lang)] == space for lang in langs]))
                for space in set(spaces.values())}
-    main = _embedded(embedder.embed, texts, {int(r) for space, rows in rows_of.items() if space != E5_SPACE
+    main = _embedded(embedder.embed, texts, {int(r) for space, rows in rows_of.items() if space == MAIN_SPACE
                                              for r in rows})
     e5_parts = _embedded(e5, texts, {int(r) for space, rows in rows_of.items() if space in NEEDS_E5 for r in rows})
     vectors = {space: np.stack(in_spaces([space] * len(rows), [main[int(r)] for r in rows],

@@ -29,7 +29,6 @@ from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
 from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.topic_space import language as language_code
 from mem_assets.reorg.vectors import (
-    COMBINED_SPACE,
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
@@ -105,9 +104,9 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
         with neo4j.session() as session:
             session.execute_write(queries.mark_deferred, tenant, sorted(later))
     pairs = list(zip(rows, spaces, strict=True))
-    parts = {MAIN_SPACE: [orphan.embedding if space != E5_SPACE else None for orphan, space in pairs],
+    parts = {MAIN_SPACE: [orphan.embedding if space == MAIN_SPACE else None for orphan, space in pairs],
              E5_SPACE: [orphan.reorg_vector if space in NEEDS_E5 else None for orphan, space in pairs]}
-    wanted = {MAIN_SPACE: {MAIN_SPACE, COMBINED_SPACE}, E5_SPACE: NEEDS_E5}
+    wanted = {MAIN_SPACE: {MAIN_SPACE}, E5_SPACE: NEEDS_E5}
     missing = {part: [row for row, vector in enumerate(vectors_of) if vector is None and spaces[row] in wanted[part]]
                for part, vectors_of in parts.items()}
     for part, at in missing.items():

@@ -75,10 +75,10 @@ class PlacementParams:
 #: Thresholds in the multilingual-e5-small ``query:`` space (``reorg.vectors``; Chinese by default).
 E5_PARAMS = PlacementParams(place_similarity=0.25, place_margin=0.03, group_similarity=0.15,
                             merge_similarity=0.35, attach_similarity=0.10, attach_margin=0.05)
-#: Thresholds in the combined (embedder + e5) space, with themed groups: the rule of
-#: bench/combined_space_rule.md on the tuning parts (docs/reorg.md, "Combined English space").
-COMBINED_PARAMS = PlacementParams(place_similarity=0.25, group_similarity=0.20, min_cluster_size=2,
-                                  theme_similarity=0.08, min_theme_size=4)
+#: Thresholds in the combined (topic encoder, e5 carried) space, with themed groups: the rule of
+#: bench/topic_tuned_space_rule.md on the tuning parts (docs/reorg.md, "Topic encoder").
+COMBINED_PARAMS = PlacementParams(place_similarity=0.30, group_similarity=0.30, merge_similarity=0.50,
+                                  min_cluster_size=2, theme_similarity=0.10, min_theme_size=4)
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,12 @@ class CrossParams:
     their cosine in the shared space is at least ``place_similarity`` and beats that language's
     other themes by ``place_margin``; it is then a member of that topic, in that topic's space."""
 
-    place_similarity: float = 0.25
+    place_similarity: float = 0.35
     place_margin: float = 0.05
 
 
-#: Chosen on the tuning parts by bench/cross_language_rule.md (docs/reorg.md, "Across languages").
+#: Chosen on the tuning parts with the topic encoder by bench/topic_tuned_space_rule.md (docs/reorg.md,
+#: "Topic encoder"; 0.25 before it, by bench/cross_language_rule.md).
 CROSS_PARAMS = CrossParams()
 
 

@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from mem_assets.dedup.cross_encoder_training import Encoder, onnx_weights, train
 from mem_assets.reorg.evaluation import EvalItem, read_items
 from mem_assets.reorg.topic_encoder import INPUTS, MAX_TOKENS, MODEL_FILE, TOKENIZER_FILE
 from mem_assets.reorg.topic_space import languages
 from mem_resources import bge
+from mem_resources.bge_training import Encoder, onnx_weights, train
 from mem_resources.settings import load_settings
 
 TRAIN_FILE = Path(__file__).resolve().parents[2] / "data" / "eval" / "locomo" / "topics_tune.jsonl"

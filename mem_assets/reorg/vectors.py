@@ -9,11 +9,13 @@ does not match — a merge rewrote the text, the model changed — is made again
 it back. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one
 of another space is recomputed from its members' vectors, never compared across spaces.
 
-English topics by default use the combined space (``MEMTEND_TOPIC_COMBINED_LANGUAGES``): a
-memory's normalised ``embedding`` joined with its kept e5 vector, weighted so that a cosine there
-is ``(1 - w)`` times the embedder's cosine plus ``w`` times e5's. It separates English themes
-better than either alone (docs/reorg.md, "Combined English space"); its e5 half is the same kept
-``reorg_vector``, so a memory is still embedded with e5 at most once.
+English topics by default use the combined space (``MEMTEND_TOPIC_COMBINED_LANGUAGES``): the
+vector of the **topic encoder** (bge-small-en fine-tuned on labeled themes, ``topic_encoder``),
+joined with the memory's e5 vector at weight 1e-6, so cosines there are the topic encoder's while
+a mean still maps to the e5 space all languages share (cross-language offers). It places more
+English, more purely, than the embedder ⊕ e5 space it replaced (docs/reorg.md, "Topic encoder").
+The kept vector (``reorg_vector``) is therefore e5 ⊕ topic encoder (768 floats) for every memory
+that needs one, so each memory is run through each model at most once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable, Sequence
 import dagster as dg
 import numpy as np
 
+from mem_assets.reorg import topic_encoder
 from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
 from mem_resources.embedder import (
     E5_QUERY_SPACE,
@@ -32,15 +35,18 @@ from mem_resources.embedder import (
     stored_vector_key,
 )
 
-#: The stored-vector model tag: a change of model or prefix invalidates stored vectors.
+#: The e5 space's stored-centroid tag.
 E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
+#: The kept vector's model tag (e5 ⊕ topic encoder): a change of either model re-embeds kept vectors.
+KEPT_MODEL = f"{E5_QUERY_SPACE}+{topic_encoder.NAME}"
+KEPT_DIMENSION = E5_DIMENSION + topic_encoder.DIMENSION
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
-#: e5's share of a cosine in the combined space (chosen on the tuning parts: docs/reorg.md).
-COMBINED_WEIGHT = 0.8
+#: e5's share of a cosine in the combined space: carried only so that a mean maps to the e5 space.
+COMBINED_WEIGHT = 1e-6
 #: The stored-centroid tag of the combined space: a change of weight or model recomputes centroids.
-COMBINED_SPACE = f"{MAIN_SPACE}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
+COMBINED_SPACE = f"{topic_encoder.NAME}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
 #: Spaces whose vectors need a kept e5 vector.
 NEEDS_E5 = frozenset({E5_SPACE, COMBINED_SPACE})
 #: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``).
@@ -52,7 +58,8 @@ SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS, COMBINED_S
 
 
 def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -> np.ndarray:
-    """Combined-space vectors from the embedder's and e5's (row by row; each half normalised)."""
+    """``main`` joined with e5 so that a cosine is ``(1 - weight)`` times ``main``'s plus ``weight``
+    times e5's (row by row; each half normalised)."""
     return np.hstack([np.sqrt(1 - weight) * normalize_rows(np.asarray(main, dtype=np.float64)),
                       np.sqrt(weight) * normalize_rows(np.asarray(e5, dtype=np.float64))]).astype(np.float32)
 
@@ -64,14 +71,21 @@ def space_of(language: str, e5_languages: Sequence[str], combined_languages: Seq
     return E5_SPACE if language in e5_languages else MAIN_SPACE
 
 
+def kept_embed(texts: Sequence[str]) -> np.ndarray:
+    """Kept vectors: e5 ``query:`` ⊕ topic encoder."""
+    return np.hstack([e5_query_embed(list(texts)), topic_encoder.topic_encoder_embed(list(texts))]).astype(np.float32)
+
+
 def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
-              e5: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-    """Each row's vector in its space from its embedder (``main``) and e5 parts (a part its space
-    does not use may be None); the combined rows are joined in one pass."""
-    chosen = [main[row] if space == MAIN_SPACE else e5[row] for row, space in enumerate(spaces)]
+              kept: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """Each row's vector in its space from its embedder (``main``) and kept (e5 ⊕ topic encoder)
+    parts (a part its space does not use may be None); the combined rows are joined in one pass."""
+    chosen = [main[row] if space == MAIN_SPACE else np.asarray(kept[row])[:E5_DIMENSION]  # type: ignore[index]
+              for row, space in enumerate(spaces)]
     joined = [row for row, space in enumerate(spaces) if space == COMBINED_SPACE]
     if joined:
-        both = combine(np.stack([main[row] for row in joined]), np.stack([e5[row] for row in joined]))
+        both = combine(np.stack([np.asarray(kept[row])[E5_DIMENSION:] for row in joined]),
+                       np.stack([np.asarray(kept[row])[:E5_DIMENSION] for row in joined]))
         for row, vector in zip(joined, both, strict=True):
             chosen[row] = vector
     return chosen
@@ -110,23 +124,22 @@ class TopicVectorsResource(dg.ConfigurableResource):
     def space(self, language: str) -> str:
         return space_of(language, self.e5_languages, self.combined_languages)
 
-    def embed(self, space: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
-        """Vectors of ``texts`` in ``space`` (made afresh: no kept vector is read)."""
-        if space == E5_SPACE:
-            return e5_query_embed(list(texts))
-        if space == COMBINED_SPACE:
-            return combine(embedder.embed(list(texts)), e5_query_embed(list(texts)))
-        return embedder.embed(list(texts))
+    def embed(self, part: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
+        """``texts``' vectors of one part, made afresh: the embedder's (``MAIN_SPACE``) or the kept
+        vectors (``E5_SPACE``: e5 ⊕ topic encoder); ``in_spaces`` turns parts into a space's vectors."""
+        if part == MAIN_SPACE:
+            return embedder.embed(list(texts))
+        return kept_embed(texts)
 
 
 def vector_key(text: str) -> str:
-    """What a stored e5 vector was made from: the model and a digest of the text."""
-    return stored_vector_key(E5_SPACE, text)
+    """What a kept vector was made from: the models and a digest of the text."""
+    return stored_vector_key(KEPT_MODEL, text)
 
 
 def space_dimension(space: str, main_dimension: int) -> int:
     if space == COMBINED_SPACE:
-        return main_dimension + E5_DIMENSION
+        return topic_encoder.DIMENSION + E5_DIMENSION
     return E5_DIMENSION if space == E5_SPACE else main_dimension
 
 

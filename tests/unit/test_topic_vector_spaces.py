@@ -18,10 +18,14 @@ from mem_assets.reorg.vectors import (
     COMBINED_WEIGHT,
     E5_DIMENSION,
     E5_SPACE,
+    KEPT_DIMENSION,
     MAIN_SPACE,
     TopicVectorsResource,
     centroid_in_space,
     combine,
+    in_spaces,
+    space_dimension,
+    to_shared,
 )
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.settings import Settings
@@ -47,18 +51,32 @@ def test_a_language_has_one_topic_space():
         Settings(topic_e5_languages="zh,en")
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
 def test_a_combined_cosine_is_the_weighted_cosines_of_its_halves():
     rng = np.random.default_rng(1)
     main, e5 = rng.normal(size=(2, 64)), rng.normal(size=(2, E5_DIMENSION))
-    both = combine(main, e5)
+    both = combine(main, e5, 0.8)
     assert both.shape == (2, 64 + E5_DIMENSION)
     assert np.allclose(np.linalg.norm(both, axis=1), 1.0, atol=1e-6)
+    assert float(both[0] @ both[1]) == pytest.approx(0.2 * cosine(*main) + 0.8 * cosine(*e5), abs=1e-5)
 
-    def cosine(a: np.ndarray, b: np.ndarray) -> float:
-        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
-    expected = (1 - COMBINED_WEIGHT) * cosine(*main) + COMBINED_WEIGHT * cosine(*e5)
-    assert float(both[0] @ both[1]) == pytest.approx(expected, abs=1e-5)
+def test_kept_vectors_give_e5_to_the_e5_space_and_the_topic_encoder_to_the_combined_space():
+    """A kept vector is e5 ⊕ topic encoder; the combined space compares by the topic encoder and
+    still maps to e5 (the space shared across languages)."""
+    rng = np.random.default_rng(2)
+    kept = rng.normal(size=(2, KEPT_DIMENSION))
+    e5, encoder = kept[:, :E5_DIMENSION], kept[:, E5_DIMENSION:]
+    as_e5 = in_spaces([E5_SPACE] * 2, [None, None], list(kept))
+    assert np.array_equal(np.stack(as_e5), e5)
+    combined = np.stack(in_spaces([COMBINED_SPACE] * 2, [None, None], list(kept)))
+    assert combined.shape == (2, space_dimension(COMBINED_SPACE, 256))
+    assert float(combined[0] @ combined[1]) == pytest.approx(cosine(*encoder), abs=1e-5)
+    assert cosine(*to_shared(COMBINED_SPACE)(combined)) == pytest.approx(cosine(*e5), abs=1e-5)
+    assert COMBINED_WEIGHT < 1e-5
 
 
 def test_the_e5_space_takes_its_own_run_config():
@@ -73,7 +91,7 @@ def test_the_combined_space_takes_its_own_run_config():
     config = PlacementConfig(combined_place_similarity=0.3)
     spaces = config.space_params()
     assert spaces[COMBINED_SPACE].place_similarity == 0.3
-    assert spaces[COMBINED_SPACE].theme_similarity == 0.08, "its shipped themed groups"
+    assert spaces[COMBINED_SPACE].theme_similarity == 0.10, "its shipped themed groups"
     assert (spaces[MAIN_SPACE].place_similarity, spaces[E5_SPACE].place_similarity) == (0.30, 0.25)
     with pytest.raises(ValidationError):
         PlacementConfig(combined_min_cluster_size=30)
@@ -92,8 +110,10 @@ def test_a_stored_centroid_is_used_only_in_its_own_space():
     assert centroid_in_space(e5, E5_SPACE, MAIN_SPACE, 384) is None, "same size, other space"
     assert centroid_in_space([0.1] * 255, MAIN_SPACE, MAIN_SPACE, 256) is None
     assert centroid_in_space([0.1] * 256, MAIN_SPACE, COMBINED_SPACE, 256) is None, "an English topic of before"
-    assert centroid_in_space([0.1] * (256 + E5_DIMENSION), COMBINED_SPACE, COMBINED_SPACE, 256) is not None
-    assert centroid_in_space([0.1] * (256 + E5_DIMENSION), "embedding+other@0.5", COMBINED_SPACE, 256) is None
+    assert centroid_in_space([0.1] * (256 + E5_DIMENSION), "embedding+multilingual-e5-small/query@0.8",
+                             COMBINED_SPACE, 256) is None, "an English topic of the WordLlama + e5 space"
+    assert centroid_in_space([0.1] * KEPT_DIMENSION, COMBINED_SPACE, COMBINED_SPACE, 256) is not None
+    assert centroid_in_space([0.1] * KEPT_DIMENSION, "embedding+other@0.5", COMBINED_SPACE, 256) is None
     assert centroid_in_space(None, None, MAIN_SPACE, 256) is None
 
 
