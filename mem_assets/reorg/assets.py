@@ -34,10 +34,10 @@ class CandidatesConfig(dg.Config):
         description="A memory type is reorganized once it has this many new orphans (seed: 20).")
     e5_max_per_run: int = Field(
         default=1000, ge=0,
-        description="Most memories embedded with multilingual-e5 (e5 or combined space) per run (~13-17 ms "
-                    "each, so ~15 s; each "
-                    "is embedded once, its vector kept on its node); the others are deferred to the next "
-                    "run. Raise it for a backfill of a large Chinese backlog.")
+        description="Most memories given their kept vector (multilingual-e5 and the topic encoder, for the "
+                    "e5 and combined spaces) per run (~20-25 ms each, so ~20-25 s; each is embedded once, "
+                    "the vector kept on its node); the others are deferred to the next run. Raise it for a "
+                    "backfill of a large backlog.")
     rebuild: bool = Field(
         default=False,
         description="Re-cluster every live memory of the tenant from scratch; the old topics are "

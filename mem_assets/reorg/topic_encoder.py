@@ -15,7 +15,8 @@ import numpy as np
 MODELS = Path(__file__).parent / "models"
 MODEL_FILE = MODELS / "topic-encoder-v1.onnx"
 TOKENIZER_FILE = MODELS / "topic-encoder-v1-tokenizer.json"
-#: Names the model in stored-vector keys: a new model re-embeds kept vectors.
+#: Names the model in stored-vector keys and centroid tags: bump it with a retrained model, so that
+#: kept vectors and centroids of the old one are made again.
 NAME = "topic-encoder-v1"
 DIMENSION = 384
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

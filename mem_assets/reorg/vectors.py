@@ -47,7 +47,7 @@ MAIN_SPACE = "embedding"
 COMBINED_WEIGHT = 1e-6
 #: The stored-centroid tag of the combined space: a change of weight or model recomputes centroids.
 COMBINED_SPACE = f"{topic_encoder.NAME}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
-#: Spaces whose vectors need a kept e5 vector.
+#: Spaces whose vectors need the kept vector.
 NEEDS_E5 = frozenset({E5_SPACE, COMBINED_SPACE})
 #: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``).
 DEFAULT_E5_LANGUAGES = ("zh",)
@@ -80,7 +80,7 @@ def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
               kept: Sequence[np.ndarray | None]) -> list[np.ndarray]:
     """Each row's vector in its space from its embedder (``main``) and kept (e5 ⊕ topic encoder)
     parts (a part its space does not use may be None); the combined rows are joined in one pass."""
-    chosen = [main[row] if space == MAIN_SPACE else np.asarray(kept[row])[:E5_DIMENSION]  # type: ignore[index]
+    chosen = [main[row] if space == MAIN_SPACE else np.asarray(kept[row])[:E5_DIMENSION]
               for row, space in enumerate(spaces)]
     joined = [row for row, space in enumerate(spaces) if space == COMBINED_SPACE]
     if joined:
