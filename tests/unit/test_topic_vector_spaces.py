@@ -127,13 +127,15 @@ def _items() -> list[EvalItem]:
             for themes in (english, chinese) for topic, texts in themes.items() for i, text in enumerate(texts)]
 
 
-def _fake_e5(seen: list[str]):
-    """Distinct 384-d vectors per theme (a stand-in for the model: what matters is who is asked)."""
+def _fake_kept(seen: list[str]):
+    """Distinct kept vectors (e5 ⊕ topic encoder) per theme (a stand-in for the models: what matters
+    is who is asked)."""
     def embed(texts: Sequence[str]) -> np.ndarray:
         seen.extend(texts)
         rng = np.random.default_rng(0)
-        axes = rng.normal(size=(2, E5_DIMENSION))
-        rows = np.array([axes[int("茶" in text)] + 0.1 * rng.normal(size=E5_DIMENSION) for text in texts])
+        axes = rng.normal(size=(2, KEPT_DIMENSION))
+        rows = np.array([axes[int("茶" in text or "tea" in text.lower())] + 0.1 * rng.normal(size=KEPT_DIMENSION)
+                         for text in texts])
         return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
     return embed
 
@@ -141,7 +143,7 @@ def _fake_e5(seen: list[str]):
 def test_only_e5_languages_are_sent_to_e5_and_each_language_plans_in_its_own_space():
     seen: list[str] = []
     report = evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), ["zh"], E5_PARAMS,
-                             _fake_e5(seen), combined_languages=())
+                             _fake_kept(seen), combined_languages=())
     assert sorted(seen) == sorted(item.text for item in _items() if language(item.text) == "zh"), \
         "each Chinese text embedded once, no English text"
     assert report.by_language["zh"].placed == 1.0
@@ -149,10 +151,13 @@ def test_only_e5_languages_are_sent_to_e5_and_each_language_plans_in_its_own_spa
     assert report.near_duplicate_pairs == 0
 
     none: list[str] = []
-    evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), [], E5_PARAMS, _fake_e5(none),
+    evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), [], E5_PARAMS, _fake_kept(none),
                     combined_languages=())
     assert none == []
 
     both: list[str] = []
-    evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), ["zh"], E5_PARAMS, _fake_e5(both))
+    report_both = evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), ["zh"], E5_PARAMS,
+                                  _fake_kept(both))
     assert sorted(both) == sorted(item.text for item in _items()), "English too, by default (combined space)"
+    english = report_both.by_language["en"]
+    assert (english.placed, english.purity) == (1.0, 1.0), "English placed by its kept vectors' topic encoder part"
