@@ -1,0 +1,150 @@
+"""The topic encoder trained on more labeled text (G), by the rule fixed beforehand in
+bench/topic_encoder_data_rule.md. Tuning data only; needs the ``training`` extra.
+
+    python bench/topic_encoder_data_study.py > /tmp/topics_g/study.jsonl
+
+G is the shipped recipe on the English memories of LoCoMo tune (T2), the training users (U,
+``data/topic_training/``) and the synthetic set (S). Every scored vector comes from a model that did
+not see its text: S_A from one trained without S_A, S_B without S_B, each T2 conversation without
+it, the growth tenant (GT) from T2 ∪ U alone (G0). F, the shipped encoder, is the baseline. Vectors
+are cached per model in ``--cache``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from combined_space_study import ROOT, growth_check, tuning_sets
+from topic_bge_study import MODELS, VectorCache, figures, with_e5_tail
+from topic_finetune_study import conversation
+
+from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
+from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.topic_encoder import topic_encoder_embed
+from mem_assets.reorg.topic_encoder_training import embed, english, fine_tune, jar_tokenizer, training_users
+from mem_resources import bge
+from mem_resources.bge_training import onnx_weights
+from mem_resources.settings import load_settings
+
+GRID = {"place_similarity": [0.30, 0.35, 0.40], "group_similarity": [0.25, 0.30, 0.35]}
+class Trainer:
+    """Fine-tunes once per training set and keeps the vectors it was asked for in ``cache``."""
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+        self.weights: dict[str, np.ndarray] | None = None
+
+    def vectors(self, name: str, train: Sequence[EvalItem], texts: Sequence[str]) -> dict[str, np.ndarray]:
+        path = self.cache / f"g_{name}.npz"
+        if path.exists():
+            data = np.load(path, allow_pickle=False)
+            return dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+        jar = bge.jar_path(load_settings().models_dir, "en")
+        tok = jar_tokenizer(jar)
+        if self.weights is None:
+            self.weights = onnx_weights(jar, "en")
+        items = english(train)
+        print(json.dumps({"training": name, "memories": len(items)}), flush=True)
+        made = embed(fine_tune(self.weights, tok, items), tok, sorted(set(texts)))
+        keys = sorted(made)
+        np.savez(path, texts=np.array(keys), vectors=np.stack([made[k] for k in keys]))
+        return made
+
+
+def pooled(halves: Sequence[tuple[int, dict[str, Any]]]) -> dict[str, float]:
+    members = sum(n for n, _ in halves)
+    placed = sum(n * f["placed"] for n, f in halves)
+    pure = sum(n * f["placed"] * f["purity"] for n, f in halves)
+    return {"purity": round(pure / placed, 4), "placed": round(placed / members, 4),
+            "dupes": sum(f["dupes"] for _, f in halves), "split": sum(f["split"] for _, f in halves)}
+
+
+def row(parts: dict[str, list[EvalItem]], space: dict[str, np.ndarray], e5: dict[str, np.ndarray],
+        params: PlacementParams, growth_space: dict[str, np.ndarray]) -> dict[str, Any]:
+    out: dict[str, Any] = {name: figures(parts[name], space, e5, params, E5_PARAMS) for name in ("S_A", "S_B", "T2")}
+    out["S"] = pooled([(len(parts[h]), out[h]) for h in ("S_A", "S_B")])
+    out["growth"] = growth_check(parts["GT"], growth_space, params)
+    return out
+
+
+def qualifies(got: dict[str, Any], base: dict[str, Any]) -> bool:
+    s, b = got["S"], base["S"]
+    purer = s["purity"] >= b["purity"] + 0.005 and s["placed"] >= b["placed"] - 0.002
+    more = s["placed"] >= b["placed"] + 0.005 and s["purity"] >= b["purity"] - 0.002
+    halves = all(got[h]["purity"] >= base[h]["purity"] - 0.010 for h in ("S_A", "S_B"))
+    t2 = got["T2"]["purity"] >= base["T2"]["purity"] - 0.002 and got["T2"]["placed"] >= base["T2"]["placed"] - 0.002
+    return bool((purer or more) and halves and not s["dupes"] and s["split"] <= b["split"] and t2
+                and got["growth"]["passes"])
+
+
+def gain(got: dict[str, Any], base: dict[str, Any]) -> float:
+    return round(got["S"]["purity"] - base["S"]["purity"] + got["S"]["placed"] - base["S"]["placed"], 4)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_g"))
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(2)
+    tuning = tuning_sets()
+    s_a, s_b = holdout_split(read_items(ROOT / "data/eval/topics.jsonl"))
+    parts = {"S_A": s_a, "S_B": s_b, "T2": tuning["locomo_tune"], "GT": tuning["growth"]}
+    users, t2 = training_users(), parts["T2"]
+    texts = {name: [i.text for i in items] for name, items in parts.items()}
+    every = sorted({t for ts in texts.values() for t in ts})
+    e5 = VectorCache(args.cache / MODELS["e5"][0], MODELS["e5"][1]).get(every)
+    print(json.dumps({"users": len(users), "user_labels": len({(i.tenant, i.topic) for i in users}),
+                      **{name: len(items) for name, items in parts.items()}}), flush=True)
+
+    trainer = Trainer(args.cache)
+    g = trainer.vectors("A", [*t2, *users, *s_b], texts["S_A"]) | trainer.vectors("B", [*t2, *users, *s_a], texts["S_B"])
+    for held in sorted({conversation(i) for i in t2}):
+        g |= trainer.vectors(f"T2-{held}", [*(i for i in t2 if conversation(i) != held), *users, *s_a, *s_b],
+                             [i.text for i in t2 if conversation(i) == held])
+    g0 = trainer.vectors("G0", [*t2, *users], texts["GT"] + texts["S_A"] + texts["S_B"])
+
+    f_cross = np.load(Path("/tmp/topics_tuned/tuned_en.npz"), allow_pickle=False)
+    f = dict(zip(f_cross["texts"].tolist(), f_cross["vectors"], strict=True))
+    synthetic = sorted(set(texts["S_A"] + texts["S_B"] + texts["GT"]))
+    f |= dict(zip(synthetic, topic_encoder_embed(synthetic), strict=True))
+    f_space = with_e5_tail({t: f[t] for t in every}, e5)
+    base = row(parts, f_space, e5, COMBINED_PARAMS, f_space)
+    print(json.dumps({"candidate": "F (shipped)", **base}), flush=True)
+    gt_space = with_e5_tail(g0, e5)
+    ablation = {name: figures(parts[name], gt_space, e5, COMBINED_PARAMS, E5_PARAMS) for name in ("S_A", "S_B")}
+    print(json.dumps({"candidate": "G0 = T2 + U (ablation, shipped setting)", **ablation,
+                      "S": pooled([(len(parts[h]), ablation[h]) for h in ("S_A", "S_B")])}), flush=True)
+
+    g_space = with_e5_tail({t: g[t] for t in every if t in g}, e5)
+    rows: dict[tuple[float, ...], dict[str, Any]] = {}
+    for combo in itertools.product(*GRID.values()):
+        params = replace(COMBINED_PARAMS, **dict(zip(GRID, combo, strict=True)))
+        got = row(parts, g_space, e5, params, gt_space)
+        got.update(setting=dict(zip(GRID, combo, strict=True)), qualifies=qualifies(got, base), gain=gain(got, base))
+        rows[combo] = got
+        print(json.dumps({"grid": "G", **got}), flush=True)
+
+    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
+        out = []
+        for k, values in enumerate(GRID.values()):
+            at = values.index(combo[k])
+            out += [rows[(*combo[:k], values[at + s], *combo[k + 1:])] for s in (-1, 1) if 0 <= at + s < len(values)]
+        return out
+
+    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
+    chosen = max(robust, key=lambda c: (rows[c]["gain"], c[0])) if robust else None
+    print(json.dumps({"choice": "G", "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
+                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
