@@ -16,7 +16,7 @@ import argparse
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from topic_bge_study import MODELS, VectorCache, figures, with_e5_tail
 from topic_finetune_study import conversation
 
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
-from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
 from mem_assets.reorg.topic_encoder import topic_encoder_embed
 from mem_assets.reorg.topic_encoder_training import embed, english, fine_tune, jar_tokenizer, training_users
 from mem_resources import bge
@@ -75,24 +75,74 @@ def row(parts: dict[str, list[EvalItem]], space: dict[str, np.ndarray], e5: dict
     return out
 
 
-def qualifies(got: dict[str, Any], base: dict[str, Any]) -> bool:
+def better_on_s(got: dict[str, Any], base: dict[str, Any]) -> bool:
     s, b = got["S"], base["S"]
     purer = s["purity"] >= b["purity"] + 0.005 and s["placed"] >= b["placed"] - 0.002
     more = s["placed"] >= b["placed"] + 0.005 and s["purity"] >= b["purity"] - 0.002
     halves = all(got[h]["purity"] >= base[h]["purity"] - 0.010 for h in ("S_A", "S_B"))
+    return bool((purer or more) and halves and not s["dupes"] and s["split"] <= b["split"])
+
+
+def qualifies(got: dict[str, Any], base: dict[str, Any]) -> bool:
     t2 = got["T2"]["purity"] >= base["T2"]["purity"] - 0.002 and got["T2"]["placed"] >= base["T2"]["placed"] - 0.002
-    return bool((purer or more) and halves and not s["dupes"] and s["split"] <= b["split"] and t2
-                and got["growth"]["passes"])
+    return bool(better_on_s(got, base) and t2 and got["growth"]["passes"])
 
 
 def gain(got: dict[str, Any], base: dict[str, Any]) -> float:
     return round(got["S"]["purity"] - base["S"]["purity"] + got["S"]["placed"] - base["S"]["placed"], 4)
 
 
+CROSS_GRID = {"place_similarity": [0.25, 0.30, 0.35, 0.40], "place_margin": [0.03, 0.05, 0.08]}
+
+
+def cross_grid(parts: dict[str, list[EvalItem]], e5: dict[str, np.ndarray]) -> None:
+    """C: the cross-language thresholds on the synthetic set, in the shipped encoder's space."""
+    import topic_bge_study
+
+    s = [*parts["S_A"], *parts["S_B"]]
+    texts = sorted({i.text for i in s})
+    space = with_e5_tail(dict(zip(texts, topic_encoder_embed(texts), strict=True)), e5)
+
+    def row_at(cross: CrossParams) -> dict[str, Any]:
+        topic_bge_study.CROSS_PARAMS = cross
+        got = {h: figures(parts[h], space, e5, COMBINED_PARAMS, E5_PARAMS) for h in ("S_A", "S_B")}
+        got["S"] = pooled([(len(parts[h]), got[h]) for h in ("S_A", "S_B")])
+        got["whole"] = figures(s, space, e5, COMBINED_PARAMS, E5_PARAMS)
+        return got
+
+    base = row_at(CROSS_PARAMS)
+    print(json.dumps({"candidate": "shipped cross", "setting": asdict(CROSS_PARAMS), **base}), flush=True)
+    rows: dict[tuple[float, ...], dict[str, Any]] = {}
+    for combo in itertools.product(*CROSS_GRID.values()):
+        got = row_at(CrossParams(*combo))
+        whole = got["whole"]["purity"] >= base["whole"]["purity"] - 0.002 and \
+            got["whole"]["placed"] >= base["whole"]["placed"] - 0.002
+        got.update(setting=dict(zip(CROSS_GRID, combo, strict=True)), gain=gain(got, base),
+                   qualifies=whole and better_on_s(got, base))
+        rows[combo] = got
+        print(json.dumps({"grid": "C", **got}), flush=True)
+    choose("C", CROSS_GRID, rows)
+
+
+def choose(label: str, axes: dict[str, list[float]], rows: dict[tuple[float, ...], dict[str, Any]]) -> None:
+    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
+        out = []
+        for k, values in enumerate(axes.values()):
+            at = values.index(combo[k])
+            out += [rows[(*combo[:k], values[at + s], *combo[k + 1:])] for s in (-1, 1) if 0 <= at + s < len(values)]
+        return out
+
+    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
+    chosen = max(robust, key=lambda c: (rows[c]["gain"], c[0])) if robust else None
+    print(json.dumps({"choice": label, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
+                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_g"))
     parser.add_argument("--h", action="store_true", help="only H = T2 + U, cross-fitted on T2, at the shipped setting")
+    parser.add_argument("--cross", action="store_true", help="only C: the cross-language thresholds on S, F vectors")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(2)
@@ -106,6 +156,9 @@ def main() -> None:
     print(json.dumps({"users": len(users), "user_labels": len({(i.tenant, i.topic) for i in users}),
                       **{name: len(items) for name, items in parts.items()}}), flush=True)
 
+    if args.cross:
+        cross_grid(parts, e5)
+        return
     trainer = Trainer(args.cache)
     if args.h:
         h_t2: dict[str, np.ndarray] = {}
@@ -141,18 +194,7 @@ def main() -> None:
         got.update(setting=dict(zip(GRID, combo, strict=True)), qualifies=qualifies(got, base), gain=gain(got, base))
         rows[combo] = got
         print(json.dumps({"grid": "G", **got}), flush=True)
-
-    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
-        out = []
-        for k, values in enumerate(GRID.values()):
-            at = values.index(combo[k])
-            out += [rows[(*combo[:k], values[at + s], *combo[k + 1:])] for s in (-1, 1) if 0 <= at + s < len(values)]
-        return out
-
-    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
-    chosen = max(robust, key=lambda c: (rows[c]["gain"], c[0])) if robust else None
-    print(json.dumps({"choice": "G", "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
-                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
+    choose("G", GRID, rows)
 
 
 if __name__ == "__main__":
