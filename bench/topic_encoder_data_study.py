@@ -29,10 +29,15 @@ from topic_finetune_study import conversation
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
 from mem_assets.reorg.topic_encoder import topic_encoder_embed
-from mem_assets.reorg.topic_encoder_training import embed, english, fine_tune, jar_tokenizer, training_users
+from mem_assets.reorg.topic_encoder_training import embed, english, fine_tune, jar_tokenizer
 from mem_resources import bge
 from mem_resources.bge_training import onnx_weights
 from mem_resources.settings import load_settings
+
+def training_users() -> list[EvalItem]:
+    """U: three hand-written users kept for training only (data/topic_training/README.md)."""
+    return [i for path in sorted((ROOT / "data" / "topic_training").glob("*.jsonl")) for i in read_items(path)]
+
 
 GRID = {"place_similarity": [0.30, 0.35, 0.40], "group_similarity": [0.25, 0.30, 0.35]}
 class Trainer:

@@ -33,14 +33,7 @@ from mem_resources import bge
 from mem_resources.bge_training import Encoder, onnx_weights, train
 from mem_resources.settings import load_settings
 
-DATA = Path(__file__).resolve().parents[2] / "data"
-LOCOMO_TUNE, SYNTHETIC = DATA / "eval" / "locomo" / "topics_tune.jsonl", DATA / "eval" / "topics.jsonl"
-
-
-def training_users() -> list[EvalItem]:
-    """Three hand-written users kept for training only (data/topic_training/README.md)."""
-    return [i for path in sorted((DATA / "topic_training").glob("*.jsonl")) for i in read_items(path)]
-
+TRAIN_FILE = Path(__file__).resolve().parents[2] / "data" / "eval" / "locomo" / "topics_tune.jsonl"
 HEADS, EPOCHS, BATCH, LEARNING_RATE, TEMPERATURE = 12, 4, 64, 2e-5, 0.05
 
 
@@ -128,7 +121,7 @@ def main() -> None:
     torch.set_num_threads(2)
     jar = bge.existing_jar(load_settings().models_dir, "en")
     weights, tok = onnx_weights(jar, "en"), jar_tokenizer(jar)
-    items = english([*read_items(LOCOMO_TUNE), *training_users(), *read_items(SYNTHETIC)])
+    items = english(read_items(TRAIN_FILE))
     export(fine_tune(weights, tok, items), MODEL_FILE)
     TOKENIZER_FILE.write_text(bge.tokenizer_json(jar, bge.JARS["en"]), "utf-8")
     print(json.dumps({"model": str(MODEL_FILE), "bytes": MODEL_FILE.stat().st_size, "memories": len(items),
