@@ -34,6 +34,7 @@ from mem_resources import bge
 from mem_resources.bge_training import onnx_weights
 from mem_resources.settings import load_settings
 
+
 def training_users() -> list[EvalItem]:
     """U: three hand-written users kept for training only (data/topic_training/README.md)."""
     return [i for path in sorted((ROOT / "data" / "topic_training").glob("*.jsonl")) for i in read_items(path)]
