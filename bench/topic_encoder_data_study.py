@@ -1,7 +1,10 @@
 """The topic encoder trained on more labeled text (G), by the rule fixed beforehand in
 bench/topic_encoder_data_rule.md. Tuning data only; needs the ``training`` extra.
 
-    python bench/topic_encoder_data_study.py > /tmp/topics_g/study.jsonl
+    python bench/topic_encoder_data_study.py > /tmp/topics_g/study.jsonl   # G (~25 min)
+    python bench/topic_encoder_data_study.py --h       # H: T2 + U, cross-fitted on T2 (~11 min)
+    python bench/topic_encoder_data_study.py --cross   # C: cross-language thresholds (15 s)
+    python bench/topic_encoder_data_study.py --after   # after N's one reading: diagnostics only
 
 G is the shipped recipe on the English memories of LoCoMo tune (T2), the training users (U,
 ``data/topic_training/``) and the synthetic set (S). Every scored vector comes from a model that did
@@ -144,11 +147,30 @@ def choose(label: str, axes: dict[str, list[float]], rows: dict[tuple[float, ...
                       "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
 
 
+def after(trainer: Trainer, t2_users: list[EvalItem], synthetic: list[EvalItem], cache: Path) -> None:
+    """Run only after N's one reading with what shipped: how the rejected encoders would have
+    fared on the unseen sets. Nothing is chosen from it."""
+    sets = {"N": read_items(ROOT / "data/eval/fresh/topics.jsonl"),
+            "locomo_heldout": read_items(ROOT / "data/eval/locomo/topics_heldout.jsonl")}
+    texts = sorted({i.text for items in sets.values() for i in items})
+    e5 = VectorCache(cache / MODELS["e5"][0], MODELS["e5"][1]).get(texts)
+    encoders = {"F (shipped)": dict(zip(texts, topic_encoder_embed(texts), strict=True)),
+                "G0 = T2 + U": trainer.vectors("after-G0", t2_users, texts),
+                "G = T2 + U + S": trainer.vectors("after-G", [*t2_users, *synthetic], texts)}
+    for name, vectors in encoders.items():
+        space = with_e5_tail(vectors, e5)
+        for set_name, items in sets.items():
+            print(json.dumps({"encoder": name, "set": set_name,
+                              **figures(items, space, e5, COMBINED_PARAMS, E5_PARAMS)}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/topics_g"))
     parser.add_argument("--h", action="store_true", help="only H = T2 + U, cross-fitted on T2, at the shipped setting")
     parser.add_argument("--cross", action="store_true", help="only C: the cross-language thresholds on S, F vectors")
+    parser.add_argument("--after", action="store_true",
+                        help="the diagnostic after N's one reading: F, G0 and G on N and LoCoMo held-out (not a choice)")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(2)
@@ -166,6 +188,9 @@ def main() -> None:
         cross_grid(parts, e5)
         return
     trainer = Trainer(args.cache)
+    if args.after:
+        after(trainer, [*t2, *users], [*s_a, *s_b], args.cache)
+        return
     if args.h:
         h_t2: dict[str, np.ndarray] = {}
         for held in sorted({conversation(i) for i in t2}):
