@@ -44,6 +44,8 @@ def training_users() -> list[EvalItem]:
 
 
 GRID = {"place_similarity": [0.30, 0.35, 0.40], "group_similarity": [0.25, 0.30, 0.35]}
+
+
 class Trainer:
     """Fine-tunes once per training set and keeps the vectors it was asked for in ``cache``."""
 
