@@ -228,6 +228,33 @@ def row_of(sets: dict[str, list[EvalItem]], en_space: dict[str, np.ndarray], zh_
     return row
 
 
+Rows = dict[tuple[float, ...], dict[str, Any]]
+
+
+def neighbours(axes: dict[str, list[float]], rows: Rows, combo: tuple[float, ...]) -> list[dict[str, Any]]:
+    """The rows one grid step away from ``combo`` along each axis."""
+    out = []
+    for k, values in enumerate(axes.values()):
+        at = values.index(combo[k])
+        out += [rows[(*combo[:k], values[at + s], *combo[k + 1:])] for s in (-1, 1) if 0 <= at + s < len(values)]
+    return out
+
+
+def robust_choice(axes: dict[str, list[float]], rows: Rows) -> tuple[list[tuple[float, ...]], tuple[float, ...] | None]:
+    """Qualifying settings at least half of whose neighbours qualify, and among them the largest
+    gain (ties to the higher first axis)."""
+    robust = [c for c, r in rows.items()
+              if r["qualifies"] and 2 * sum(n["qualifies"] for n in neighbours(axes, rows, c)) >= len(neighbours(axes, rows, c))]
+    return robust, max(robust, key=lambda c: (rows[c]["gain"], c[0])) if robust else None
+
+
+def choose(label: str, axes: dict[str, list[float]], rows: Rows) -> None:
+    """Prints the robust choice over a grid's rows."""
+    robust, chosen = robust_choice(axes, rows)
+    print(json.dumps({"choice": label, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
+                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
+
+
 def grid(label: str, lang: str, axes: dict[str, list[float]], sets: dict[str, list[EvalItem]],
          en_space: dict[str, np.ndarray], zh_space: dict[str, np.ndarray], other: PlacementParams,
          shipped: dict[str, Any]) -> PlacementParams:
@@ -244,24 +271,13 @@ def grid(label: str, lang: str, axes: dict[str, list[float]], sets: dict[str, li
         rows[combo] = row
         print(json.dumps({"grid": label, **row}), flush=True)
 
-    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
-        out = []
-        for k, values in enumerate(axes.values()):
-            at = values.index(combo[k])
-            for step in (-1, 1):
-                if 0 <= at + step < len(values):
-                    out.append(rows[(*combo[:k], values[at + step], *combo[k + 1:])])
-        return out
-
-    robust = [c for c, r in rows.items() if r["qualifies"]
-              and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
-    key = lambda c: (rows[c]["gain"], c[0])
-    chosen = max(robust, key=key) if robust else None
-    best = max(rows, key=key)
+    robust, chosen = robust_choice(axes, rows)
+    best = max(rows, key=lambda c: (rows[c]["gain"], c[0]))
     print(json.dumps({"choice": label, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
                       "robust": len(robust), "chosen": chosen and rows[chosen]["setting"],
                       "best_gain": rows[best]["setting"], "best_gain_row": rows[best],
-                      "neighbours_of_best": [(n["setting"], n["qualifies"], n["gain"]) for n in near(best)]}),
+                      "neighbours_of_best": [(n["setting"], n["qualifies"], n["gain"])
+                                             for n in neighbours(axes, rows, best)]}),
           flush=True)
     return replace(base, **dict(zip(axes, chosen or best, strict=True)))
 

@@ -9,8 +9,9 @@ bench/topic_encoder_data_rule.md. Tuning data only; needs the ``training`` extra
 G is the shipped recipe on the English memories of LoCoMo tune (T2), the training users (U,
 ``data/topic_training/``) and the synthetic set (S). Every scored vector comes from a model that did
 not see its text: S_A from one trained without S_A, S_B without S_B, each T2 conversation without
-it, the growth tenant (GT) from T2 ∪ U alone (G0). F, the shipped encoder, is the baseline. Vectors
-are cached per model in ``--cache``.
+it, the growth tenant (GT) from T2 ∪ U alone (G0). F, the shipped encoder, is the baseline (T2 by
+session 23's cross-fitted F vectors, ``topic_tuned_space_study.tuned_vectors``). Vectors are cached
+per model in ``--cache``.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 from combined_space_study import ROOT, growth_check, tuning_sets
-from topic_bge_study import MODELS, VectorCache, figures, with_e5_tail
+from topic_bge_study import MODELS, VectorCache, choose, figures, with_e5_tail
 from topic_finetune_study import conversation
+from topic_tuned_space_study import tuned_vectors
 
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
@@ -135,20 +137,6 @@ def cross_grid(parts: dict[str, list[EvalItem]], e5: dict[str, np.ndarray]) -> N
     choose("C", CROSS_GRID, rows)
 
 
-def choose(label: str, axes: dict[str, list[float]], rows: dict[tuple[float, ...], dict[str, Any]]) -> None:
-    def near(combo: tuple[float, ...]) -> list[dict[str, Any]]:
-        out = []
-        for k, values in enumerate(axes.values()):
-            at = values.index(combo[k])
-            out += [rows[(*combo[:k], values[at + s], *combo[k + 1:])] for s in (-1, 1) if 0 <= at + s < len(values)]
-        return out
-
-    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
-    chosen = max(robust, key=lambda c: (rows[c]["gain"], c[0])) if robust else None
-    print(json.dumps({"choice": label, "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
-                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
-
-
 def after(trainer: Trainer, t2_users: list[EvalItem], synthetic: list[EvalItem], cache: Path) -> None:
     """Run only after N's one reading with what shipped: how the rejected encoders would have
     fared on the unseen sets. Nothing is chosen from it."""
@@ -207,8 +195,7 @@ def main() -> None:
                              [i.text for i in t2 if conversation(i) == held])
     g0 = trainer.vectors("G0", [*t2, *users], texts["GT"] + texts["S_A"] + texts["S_B"])
 
-    f_cross = np.load(Path("/tmp/topics_tuned/tuned_en.npz"), allow_pickle=False)
-    f = dict(zip(f_cross["texts"].tolist(), f_cross["vectors"], strict=True))
+    f = tuned_vectors(args.cache, tuning)
     synthetic = sorted(set(texts["S_A"] + texts["S_B"] + texts["GT"]))
     f |= dict(zip(synthetic, topic_encoder_embed(synthetic), strict=True))
     f_space = with_e5_tail({t: f[t] for t in every}, e5)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from topic_bge_study import gain, grid, qualifies, row_of, tuning_vectors, with_e5_tail
+from topic_bge_study import choose, gain, grid, qualifies, row_of, tuning_vectors, with_e5_tail
 from topic_finetune_study import cross_fitted
 
 from mem_assets.reorg.placement import E5_PARAMS, CrossParams, PlacementParams
@@ -131,18 +131,7 @@ def main() -> None:
         rows[combo] = row
         print(json.dumps({"grid": "F2", **row}), flush=True)
 
-    def near(combo: tuple[float, ...]) -> list[dict]:
-        out = []
-        for k, values in enumerate(F2_GRID.values()):
-            at = values.index(combo[k])
-            out += [rows[(*combo[:k], values[at + s], *combo[k + 1:])] for s in (-1, 1) if 0 <= at + s < len(values)]
-        return out
-
-    robust = [c for c, r in rows.items() if r["qualifies"] and 2 * sum(n["qualifies"] for n in near(c)) >= len(near(c))]
-    chosen = max(robust, key=lambda c: (rows[c]["gain"], c[0])) if robust else None
-    print(json.dumps({"choice": "F2", "settings": len(rows), "qualifying": sum(r["qualifies"] for r in rows.values()),
-                      "robust": len(robust), "chosen": chosen and rows[chosen]["setting"]}), flush=True)
-
+    choose("F2", F2_GRID, rows)
 
 if __name__ == "__main__":
     main()
