@@ -55,11 +55,12 @@ def supervised_contrastive(z: torch.Tensor, labels: Sequence[str]) -> torch.Tens
     return per_anchor.mean()
 
 
-def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, items: Sequence[EvalItem]) -> Encoder:
+def fine_tune(weights: dict[str, np.ndarray], tok: Tokenizer, items: Sequence[EvalItem],
+              heads: int = HEADS) -> Encoder:
     """The fixed recipe: one tenant's shuffled memories per batch of <= 64, 4 epochs, seed 0."""
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    model = Encoder(weights, HEADS)
+    model = Encoder(weights, heads)
     tenants = sorted({i.tenant for i in items})
     rows_of = {t: [k for k, i in enumerate(items) if i.tenant == t] for t in tenants}
 
