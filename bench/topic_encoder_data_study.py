@@ -41,8 +41,8 @@ from mem_resources.settings import load_settings
 
 
 def training_users() -> list[EvalItem]:
-    """U: three hand-written users kept for training only (data/topic_training/README.md)."""
-    return [i for path in sorted((ROOT / "data" / "topic_training").glob("*.jsonl")) for i in read_items(path)]
+    """U: the three English hand-written users kept for training only (data/topic_training/README.md)."""
+    return [i for n in (1, 2, 3) for i in read_items(ROOT / "data" / "topic_training" / f"user_{n}.jsonl")]
 
 
 GRID = {"place_similarity": [0.30, 0.35, 0.40], "group_similarity": [0.25, 0.30, 0.35]}
