@@ -188,17 +188,18 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=2_000)
     parser.add_argument("--keep", action="store_true", help="keep the bench tenant afterwards")
     parser.add_argument("--e5-languages", default=None,
-                        help="languages placed in e5 space (default: MEMTEND_TOPIC_E5_LANGUAGES, i.e. zh); "
-                             "'none' times the embedder-only path. ~78%% of the synthetic texts are Chinese.")
+                        help="languages placed in plain e5 space (default: MEMTEND_TOPIC_E5_LANGUAGES, i.e. none). "
+                             "~78%% of the synthetic texts are Chinese.")
     parser.add_argument("--combined-languages", default=None,
-                        help="languages placed in the combined space (default: MEMTEND_TOPIC_COMBINED_LANGUAGES, "
-                             "i.e. en); 'none' for none.")
+                        help="languages placed in their topic encoder's space (default: "
+                             "MEMTEND_TOPIC_COMBINED_LANGUAGES, i.e. en,zh); 'none' with --e5-languages none "
+                             "times the embedder-only path.")
     args = parser.parse_args()
     settings = load_settings()
-    spaces = Settings(
-        topic_e5_languages=settings.topic_e5_languages if args.e5_languages is None else args.e5_languages,
-        topic_combined_languages=(settings.topic_combined_languages if args.combined_languages is None
-                                  else args.combined_languages))
+    chosen = {name: value for name, value in (("topic_e5_languages", args.e5_languages),
+                                              ("topic_combined_languages", args.combined_languages))
+              if value is not None}
+    spaces = Settings.model_validate({**settings.model_dump(exclude_unset=True), **chosen})
     vectors = TopicVectorsResource(e5_languages=spaces.e5_languages, combined_languages=spaces.combined_languages)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("neo4j").setLevel(logging.WARNING)

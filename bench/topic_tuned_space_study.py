@@ -96,9 +96,9 @@ def main() -> None:
     combined = dict(zip(texts, combine(np.array([vec["wordllama"][t] for t in texts]),
                                        np.array([vec["e5"][t] for t in texts]), BEFORE_WEIGHT), strict=True))
     if args.onnx:
-        from mem_assets.reorg.topic_encoder import TopicEncoder
+        from mem_assets.reorg.topic_encoder import ENCODERS, TopicEncoder
 
-        tuned = dict(zip(texts, TopicEncoder(args.onnx).embed(texts), strict=True))
+        tuned = dict(zip(texts, TopicEncoder(ENCODERS["en"], args.onnx, check=False).embed(texts), strict=True))
     else:
         tuned = tuned_vectors(args.cache, sets)
     f_space = with_e5_tail(tuned, vec["e5"])

@@ -197,11 +197,11 @@ def eval_topics(
         help="configured (MEMTEND_EMBEDDER and its settings), wordllama or hashing.")] = "configured",
     part: Annotated[str, typer.Option(help="all, or tune / held-out (every other label).")] = "all",
     e5_languages: Annotated[str, typer.Option(
-        help="Languages placed in the multilingual-e5 space: configured (MEMTEND_TOPIC_E5_LANGUAGES), "
+        help="Languages placed in plain multilingual-e5 space: configured (MEMTEND_TOPIC_E5_LANGUAGES), "
              "or e.g. zh, zh,en, none.")] = "configured",
     combined_languages: Annotated[str, typer.Option(
-        help="Languages placed in the combined (topic encoder, e5 carried) space: configured "
-             "(MEMTEND_TOPIC_COMBINED_LANGUAGES), or e.g. en, none. A language is in one space.")] = "configured",
+        help="Languages placed in their topic encoder's space (e5 carried): configured "
+             "(MEMTEND_TOPIC_COMBINED_LANGUAGES), or e.g. en,zh, en, none. A language is in one space.")] = "configured",
     cross_language: Annotated[str, typer.Option(
         help="Whether a memory may join the other language's topic: configured "
              "(MEMTEND_TOPIC_CROSS_LANGUAGE), on or off.")] = "configured",
@@ -224,11 +224,10 @@ def eval_topics(
                     "--cross-language is configured, on or off", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     try:
-        spaces = Settings.model_validate({
-            **settings.model_dump(),
-            "topic_e5_languages": settings.topic_e5_languages if e5_languages == "configured" else e5_languages,
-            "topic_combined_languages": (settings.topic_combined_languages if combined_languages == "configured"
-                                         else combined_languages)})
+        chosen_spaces = {name: value for name, value in (("topic_e5_languages", e5_languages),
+                                                         ("topic_combined_languages", combined_languages))
+                         if value != "configured"}
+        spaces = Settings.model_validate({**settings.model_dump(exclude_unset=True), **chosen_spaces})
     except ValidationError as exc:
         typer.secho(f"error: --e5-languages / --combined-languages: {exc.errors()[0]['msg']}",
                     fg=typer.colors.RED, err=True)

@@ -74,23 +74,22 @@ class Settings(BaseSettings):
         description="accurate judge: pairs the fast model calls clearly independent are answered "
                     "independent without e5 (fewer e5 passes, a little recall); false: e5 for every pair.")
     topic_e5_languages: str = Field(
-        default="zh", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
-        description="Languages whose topics are placed in multilingual-e5-small space (each memory "
-                    "embedded once, with the topic encoder, ~25 ms, and the vectors stored on it) instead "
-                    "of the embedder's: "
-                    "comma-separated, e.g. zh or zh,en; 'none' for no language.")
+        default="none", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
+        description="Languages whose topics are placed in plain multilingual-e5-small space (each memory "
+                    "embedded once with e5 and the topic encoders, ~25 ms, and the vectors stored on it) "
+                    "instead of the embedder's: comma-separated, e.g. zh; 'none' (the default) for no language.")
     topic_combined_languages: str = Field(
-        default="en", validation_alias=_env("MEMTEND_TOPIC_COMBINED_LANGUAGES"),
-        description="Languages whose topics are placed in the combined space: the topic encoder's "
-                    "vector (bge-small-en fine-tuned on labeled themes) with the multilingual-e5-small one "
-                    "carried for cross-language offers (both kept on the memory, made once, ~25 ms); "
-                    "comma-separated, e.g. en; 'none' for no language. A language is in at most one of "
-                    "this and MEMTEND_TOPIC_E5_LANGUAGES.")
+        default="en,zh", validation_alias=_env("MEMTEND_TOPIC_COMBINED_LANGUAGES"),
+        description="Languages whose topics are placed in their topic encoder's space: the vector of "
+                    "bge-small-en (English) or bge-small-zh (Chinese) fine-tuned on labeled themes, with the "
+                    "multilingual-e5-small one carried for cross-language offers (all kept on the memory, "
+                    "made once, ~25 ms); comma-separated, e.g. en,zh; 'none' for no language. A language is "
+                    "in at most one of this and MEMTEND_TOPIC_E5_LANGUAGES.")
     topic_cross_language: bool = Field(
         default=True, validation_alias=_env("MEMTEND_TOPIC_CROSS_LANGUAGE"),
         description="A memory that fits no topic of its own language may join the other language's "
                     "topic it fits in multilingual-e5 space (both languages must be in the e5 or "
-                    "combined space); false: Chinese and English never share a topic.")
+                    "an encoder space); false: Chinese and English never share a topic.")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
                                  description="Seconds one LLM/embedding request may take.")
@@ -140,12 +139,15 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _one_space_per_language(self) -> Settings:
+        """A language named in MEMTEND_TOPIC_E5_LANGUAGES leaves the default encoder list; named in
+        both lists by hand, it is an error."""
         both = sorted(set(self.e5_languages) & set(self.combined_languages))
-        if both:
+        if both and "topic_combined_languages" not in self.model_fields_set:
+            self.topic_combined_languages = ",".join(x for x in self.combined_languages if x not in both)
+        elif both:
             raise ValueError(f"{', '.join(both)}: in both MEMTEND_TOPIC_E5_LANGUAGES and "
                              "MEMTEND_TOPIC_COMBINED_LANGUAGES, but a language has one topic space: "
-                             "remove it from one of them (e.g. MEMTEND_TOPIC_COMBINED_LANGUAGES=none "
-                             "to place it in e5 space)")
+                             "remove it from one of them")
         return self
 
     @property

@@ -9,12 +9,13 @@ from collections import Counter
 from pathlib import Path
 
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import COMBINED_SPACE, KEPT_DIMENSION
+from mem_assets.reorg.vectors import COMBINED_SPACE, space_dimension
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import materialization_metadata, run_reorg, write_memories
 
 ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
 THEMES = ("japan_trip", "dentist", "gardening", "sleep", "guitar")
+COMBINED_DIMENSION = space_dimension(COMBINED_SPACE, 0)
 
 
 def _rows() -> list[dict]:
@@ -53,7 +54,7 @@ def _check_chinese_in_english_topics(neo4j: Neo4jResource, tenant: str, chinese:
     assert len(abroad) >= 9, f"only {len(abroad)} of {len(chinese)} Chinese memories joined an English topic"
     assert all(theme_of_root[homes[text]["root"]] == theme_of[text] for text in abroad), \
         "a Chinese memory joined an English topic of another theme"
-    assert all(homes[text]["space"] == COMBINED_SPACE and homes[text]["dimension"] == KEPT_DIMENSION
+    assert all(homes[text]["space"] == COMBINED_SPACE and homes[text]["dimension"] == COMBINED_DIMENSION
                for text in abroad), "a mixed topic keeps its centroid in the combined space"
 
 

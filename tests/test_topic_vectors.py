@@ -1,6 +1,7 @@
-"""Chinese topics in the multilingual-e5 space and English ones in the combined (topic encoder,
-e5 carried) space on the real Neo4j: each memory gets its kept vector (e5 ⊕ topic encoder) once,
-on its node, and every later cycle (new arrivals, a rebuild, a split) reuses it."""
+"""Each language's topics in its topic encoder's space (e5 carried) on the real Neo4j: each memory
+gets its kept vector (e5 ⊕ English encoder ⊕ Chinese encoder) once, on its node, and every later
+cycle (new arrivals, a rebuild, a split) reuses it; topics of an older space move when they next
+grow."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ from pathlib import Path
 
 import dagster as dg
 import numpy as np
+import pytest
 
 from mem_assets.reorg.cycle import MemberStore
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import (
     COMBINED_SPACE,
-    E5_DIMENSION,
     E5_SPACE,
+    ENCODER_SPACES,
     KEPT_DIMENSION,
     TopicVectorsResource,
     in_spaces,
     kept_embed,
+    space_dimension,
     vector_key,
 )
 from mem_resources.neo4j_resource import Neo4jResource
@@ -105,7 +108,9 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
                for text in first + english)
     topics = _topics(neo4j, tenant)
     chinese = [t for t in topics if t["language"] == "zh"]
-    assert chinese and all(t["space"] == E5_SPACE and t["dimension"] == E5_DIMENSION for t in chinese)
+    chinese_space = ENCODER_SPACES["zh"]
+    assert chinese and all(t["space"] == chinese_space and t["dimension"] == space_dimension(chinese_space, 0)
+                           for t in chinese)
 
     _, after = _second_batch_reads_kept_vectors(neo4j, tenant, instance, first, second, stored)
 
@@ -150,12 +155,15 @@ def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, t
     assert graph_counts(neo4j, tenant) == before
 
 
-def test_chinese_topics_of_the_embedder_space_move_to_e5_when_they_next_grow(neo4j, tenant, instance):
+@pytest.mark.parametrize(("before_space", "before"), [
+    ("embedding", TopicVectorsResource(combined_languages=["en"])),
+    (E5_SPACE, TopicVectorsResource(e5_languages=["zh"], combined_languages=["en"]))],
+    ids=["embedder space", "e5 space (the default until the Chinese encoder)"])
+def test_chinese_topics_of_an_older_space_move_to_the_encoder_space_when_they_next_grow(
+        neo4j, tenant, instance, before_space, before):
     write_memories(neo4j, tenant, _chinese(1))
-    before = run_reorg_with(neo4j, tenant, instance, TopicVectorsResource(e5_languages=[]))
-    assert before.success
-    assert {t["space"] for t in _topics(neo4j, tenant)} == {"embedding"}
-    assert all(key is None for key, _ in _stored(neo4j, tenant).values())
+    assert run_reorg_with(neo4j, tenant, instance, before).success
+    assert {t["space"] for t in _topics(neo4j, tenant)} == {before_space}
 
     write_memories(neo4j, tenant, _chinese(2))
     after = run_reorg(neo4j, tenant, instance, run_config={
@@ -165,10 +173,12 @@ def test_chinese_topics_of_the_embedder_space_move_to_e5_when_they_next_grow(neo
              if row["kind"] == "topic"}
     assert grown
     topics = {t["id"]: t for t in _topics(neo4j, tenant)}
-    assert all(topics[tid]["space"] == E5_SPACE and topics[tid]["dimension"] == E5_DIMENSION for tid in grown)
+    chinese_space = ENCODER_SPACES["zh"]
+    assert all(topics[tid]["space"] == chinese_space and topics[tid]["dimension"] == space_dimension(chinese_space, 0)
+               for tid in grown)
     stored = _stored(neo4j, tenant)
     assert all(key == vector_key(text) for text, (key, _) in stored.items()), \
-        "members of old topics got their e5 vector when their centroid was recomputed, kept for later cycles"
+        "members of old topics got their kept vector when their centroid was recomputed, kept for later cycles"
 
 
 def test_english_topics_live_in_the_topic_encoder_space_and_reuse_kept_vectors(neo4j, tenant, instance):
@@ -183,7 +193,8 @@ def test_english_topics_live_in_the_topic_encoder_space_and_reuse_kept_vectors(n
     assert np.allclose(read_back, placed_in, atol=1e-5), \
         "members read back (splits, promotions) are in the space they were placed in"
     topics = _topics(neo4j, tenant)
-    assert topics and all(t["space"] == COMBINED_SPACE and t["dimension"] == KEPT_DIMENSION for t in topics)
+    assert topics and all(t["space"] == COMBINED_SPACE and t["dimension"] == space_dimension(COMBINED_SPACE, 0)
+                          for t in topics)
     stored = _stored(neo4j, tenant)
 
     again, _ = _second_batch_reads_kept_vectors(neo4j, tenant, instance, first, second, stored)

@@ -17,7 +17,7 @@ from mem_assets.reorg.hierarchy import (
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
-from mem_assets.reorg.vectors import COMBINED_SPACE, E5_SPACE, MAIN_SPACE, TopicVectorsResource
+from mem_assets.reorg.vectors import E5_SPACE, ENCODER_SPACES, MAIN_SPACE, TopicVectorsResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, count_table, preview_table
@@ -51,9 +51,9 @@ def _in_e5_space(param: str, **bounds: float) -> Any:
 
 
 def _in_combined_space(param: str, **bounds: float) -> Any:
-    """A run-config field for ``PlacementParams.<param>`` in the combined space (``COMBINED_PARAMS``)."""
+    """A run-config field for ``PlacementParams.<param>`` in the encoder spaces (``COMBINED_PARAMS``)."""
     return Field(default=getattr(COMBINED_PARAMS, param),
-                 description=f"{param} for languages in the combined space.", **bounds)
+                 description=f"{param} for languages in their topic encoder's space.", **bounds)
 
 
 class PlacementConfig(dg.Config):
@@ -141,7 +141,8 @@ class PlacementConfig(dg.Config):
 
     def space_params(self) -> dict[str, PlacementParams]:
         """The thresholds of each topic space (``reorg.vectors``)."""
-        return {MAIN_SPACE: self.params(), E5_SPACE: self.e5_params(), COMBINED_SPACE: self.combined_params()}
+        return {MAIN_SPACE: self.params(), E5_SPACE: self.e5_params(),
+                **dict.fromkeys(ENCODER_SPACES.values(), self.combined_params())}
 
 
 class SummaryConfig(dg.Config):

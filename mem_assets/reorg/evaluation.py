@@ -43,13 +43,13 @@ from mem_assets.reorg.placement import (
 )
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import (
-    COMBINED_SPACE,
     DEFAULT_COMBINED_LANGUAGES,
     DEFAULT_E5_LANGUAGES,
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
     in_spaces,
+    is_encoder_space,
     kept_embed,
     space_of,
     to_shared,
@@ -185,7 +185,8 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
     position = {space: {ids[int(r)]: k for k, r in enumerate(rows)} for space, rows in rows_of.items()}
 
     def params_of(lang: str) -> PlacementParams:
-        return {COMBINED_SPACE: combined_params, E5_SPACE: e5_params}.get(spaces.get(lang, MAIN_SPACE), params)
+        space = spaces.get(lang, MAIN_SPACE)
+        return combined_params if is_encoder_space(space) else e5_params if space == E5_SPACE else params
 
     def lookup(lang: str) -> Callable[[Sequence[str]], np.ndarray]:
         space = spaces[lang]

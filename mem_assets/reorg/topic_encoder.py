@@ -1,29 +1,52 @@
-"""The topic encoder: bge-small-en-v1.5 fine-tuned so that memories of one theme lie close
-(``topic_encoder_training``), shipped as an int8 ONNX file with its tokenizer and run by
-onnxruntime. English topics are placed in its space (``vectors.COMBINED_SPACE``).
+"""The topic encoders: bge-small fine-tuned so that memories of one theme lie close
+(``topic_encoder_training``), one per language — English from bge-small-en-v1.5, Chinese from
+bge-small-zh-v1.5 — each shipped as an int8 ONNX file with its tokenizer and run by onnxruntime.
+A language's topics are placed in its encoder's space (``vectors.encoder_space``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from mem_resources import bge
 
+Language = Literal["en", "zh"]
 MODELS = Path(__file__).parent / "models"
-MODEL_FILE = MODELS / "topic-encoder-v1.onnx"
-TOKENIZER_FILE = MODELS / "topic-encoder-v1-tokenizer.json"
-#: Names the model in stored-vector keys and centroid tags: bump it with a retrained model, so that
-#: kept vectors and centroids of the old one are made again.
-NAME = "topic-encoder-v1"
-#: The file ``NAME`` stands for; another file is refused rather than mixed with vectors kept from this one.
-MODEL_SHA256 = "fa91585dae98c632c2fc21b570ae5cf53eaea7351b603cfda1d6780f5258f7d8"
-DIMENSION = 384
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 MAX_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class EncoderModel:
+    """One shipped encoder. ``name`` tags stored vectors and centroids: bump it with a retrained
+    model, so that those of the old one are made again; ``sha256`` is the file it stands for."""
+
+    name: str
+    sha256: str
+    dimension: int
+    heads: int
+
+    @property
+    def file(self) -> Path:
+        return MODELS / f"{self.name}.onnx"
+
+    @property
+    def tokenizer(self) -> Path:
+        return MODELS / f"{self.name}-tokenizer.json"
+
+
+ENCODERS: dict[Language, EncoderModel] = {
+    "en": EncoderModel("topic-encoder-v1", "fa91585dae98c632c2fc21b570ae5cf53eaea7351b603cfda1d6780f5258f7d8",
+                       dimension=384, heads=12),
+    "zh": EncoderModel("topic-encoder-zh-v1",
+                       "7c896812f26cbf6575b2ffe41df2df4b54a4b9d8cf9b35c505b380d942aa15a4", dimension=512, heads=8),
+}
 
 
 class ModelChangedError(RuntimeError):
@@ -35,24 +58,25 @@ class TopicEncoder:
     a scale taken over the whole input, so in a batch a text's vector would depend on its
     neighbours."""
 
-    def __init__(self, model: Path = MODEL_FILE, tokenizer: Path = TOKENIZER_FILE,
-                 expected_sha256: str | None = MODEL_SHA256) -> None:
+    def __init__(self, model: EncoderModel, file: Path | None = None, check: bool = True) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        if expected_sha256 is not None and bge.file_sha256(model) != expected_sha256:
+        file = file or model.file
+        if check and bge.file_sha256(file) != model.sha256:
             raise ModelChangedError(
-                f"{model} is not the topic encoder {NAME} (sha256 {expected_sha256[:12]}…): restore it "
-                "(git checkout), or after retraining bump topic_encoder.NAME and MODEL_SHA256 so that "
-                "vectors kept from the old model are made again")
+                f"{file} is not the topic encoder {model.name} (sha256 {model.sha256[:12]}…): restore it "
+                "(git checkout), or after retraining bump its name and sha256 in topic_encoder.ENCODERS so "
+                "that vectors kept from the old model are made again")
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_file(str(tokenizer))
+        self.dimension = model.dimension
+        self._session = onnxruntime.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = Tokenizer.from_file(str(model.tokenizer))
         self._tokenizer.enable_truncation(MAX_TOKENS)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             encoded = self._tokenizer.encode(text)
             feed = {name: np.array([getattr(encoded, field)], dtype=np.int64)
@@ -62,10 +86,10 @@ class TopicEncoder:
 
 
 @cache
-def load() -> TopicEncoder:
-    """The shipped topic encoder, loaded once per process."""
-    return TopicEncoder()
+def load(language: Language = "en") -> TopicEncoder:
+    """A shipped topic encoder, loaded once per process."""
+    return TopicEncoder(ENCODERS[language])
 
 
-def topic_encoder_embed(texts: Sequence[str]) -> np.ndarray:
-    return load().embed(texts)
+def topic_encoder_embed(texts: Sequence[str], language: Language = "en") -> np.ndarray:
+    return load(language).embed(texts)

@@ -1,21 +1,25 @@
-"""Fine-tune the topic encoder (bge-small-en-v1.5, CLS) and export it for onnxruntime.
+"""Fine-tune a topic encoder (bge-small, CLS) and export it for onnxruntime.
 
-``python -m mem_assets.reorg.topic_encoder_training`` (the ``training`` extra; ~2 min on two cores)
+``python -m mem_assets.reorg.topic_encoder_training --language en|zh`` (the ``training`` extra;
+~2 min on two cores)
 
 Pretrained encoders rank "says similar words about the same person" above "is about the same
 theme". A supervised contrastive loss on labeled themes teaches the second: each memory's
 positives are the other memories of its theme in the batch, and each batch is one speaker's
 memories, so the negatives are "same person, another theme" — the case placement gets wrong.
-Trained on the English memories of the LoCoMo tuning conversations only (26, 30, 41:
-``data/eval/locomo/topics_tune.jsonl``), so the synthetic topic set and LoCoMo held-out stay
-unseen. The recipe was fixed before any figure (bench/topic_finetune_rule.md) and the space chosen
-by bench/topic_tuned_space_rule.md. Fixed seed; exported with the L2-normalised CLS vector as its
-output, weights quantized to int8. A new file needs a new ``topic_encoder.NAME`` and
-``MODEL_SHA256`` (printed here), or the pipeline refuses it.
+The recipe was fixed before any figure (bench/topic_finetune_rule.md). English (bge-small-en-v1.5)
+is trained on the English memories of the LoCoMo tuning conversations only (26, 30, 41), the space
+chosen by bench/topic_tuned_space_rule.md; Chinese (bge-small-zh-v1.5) on the Chinese memories of
+the training users 4-6, the synthetic set and the first fresh set, chosen by
+bench/topic_zh_encoder_rule.md — the second fresh set and LoCoMo held-out stay unseen by both.
+Fixed seed; exported with the L2-normalised CLS vector as its output, weights quantized to int8.
+A new file needs a new name and sha256 in ``topic_encoder.ENCODERS`` (printed here), or the
+pipeline refuses it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import tempfile
@@ -27,14 +31,19 @@ import torch
 from tokenizers import Tokenizer
 
 from mem_assets.reorg.evaluation import EvalItem, read_items
-from mem_assets.reorg.topic_encoder import INPUTS, MAX_TOKENS, MODEL_FILE, TOKENIZER_FILE
+from mem_assets.reorg.topic_encoder import ENCODERS, INPUTS, MAX_TOKENS, Language
 from mem_assets.reorg.topic_space import languages
 from mem_resources import bge
 from mem_resources.bge_training import Encoder, onnx_weights, train
 from mem_resources.settings import load_settings
 
-TRAIN_FILE = Path(__file__).resolve().parents[2] / "data" / "eval" / "locomo" / "topics_tune.jsonl"
-HEADS, EPOCHS, BATCH, LEARNING_RATE, TEMPERATURE = 12, 4, 64, 2e-5, 0.05
+DATA = Path(__file__).resolve().parents[2] / "data"
+#: What each language's encoder learns from (its memories of that language).
+TRAIN_FILES: dict[Language, tuple[Path, ...]] = {
+    "en": (DATA / "eval" / "locomo" / "topics_tune.jsonl",),
+    "zh": (*(DATA / "topic_training" / f"user_{n}.jsonl" for n in (4, 5, 6)), DATA / "eval" / "topics.jsonl",
+           DATA / "eval" / "fresh" / "topics.jsonl")}
+HEADS, EPOCHS, BATCH, LEARNING_RATE, TEMPERATURE = ENCODERS["en"].heads, 4, 64, 2e-5, 0.05
 
 
 def cls_vectors(model: Encoder, tok: Tokenizer, texts: Sequence[str]) -> torch.Tensor:
@@ -85,12 +94,16 @@ def embed(model: Encoder, tok: Tokenizer, texts: Sequence[str]) -> dict[str, np.
     return dict(zip(texts, vectors, strict=True))
 
 
+def of_language(items: Sequence[EvalItem], language: Language) -> list[EvalItem]:
+    return [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == language]
+
+
 def english(items: Sequence[EvalItem]) -> list[EvalItem]:
-    return [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == "en"]
+    return of_language(items, "en")
 
 
-def jar_tokenizer(jar: Path) -> Tokenizer:
-    return bge.tokenizer(jar, bge.JARS["en"], MAX_TOKENS)
+def jar_tokenizer(jar: Path, language: Language = "en") -> Tokenizer:
+    return bge.tokenizer(jar, bge.JARS[language], MAX_TOKENS)
 
 
 class _Sentence(torch.nn.Module):
@@ -119,14 +132,18 @@ def export(model: Encoder, path: Path) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--language", choices=sorted(ENCODERS), default="en")
+    language = parser.parse_args().language
     torch.set_num_threads(2)
-    jar = bge.existing_jar(load_settings().models_dir, "en")
-    weights, tok = onnx_weights(jar, "en"), jar_tokenizer(jar)
-    items = english(read_items(TRAIN_FILE))
-    export(fine_tune(weights, tok, items), MODEL_FILE)
-    TOKENIZER_FILE.write_text(bge.tokenizer_json(jar, bge.JARS["en"]), "utf-8")
-    print(json.dumps({"model": str(MODEL_FILE), "bytes": MODEL_FILE.stat().st_size, "memories": len(items),
-                      "sha256": bge.file_sha256(MODEL_FILE)}))
+    model = ENCODERS[language]
+    jar = bge.existing_jar(load_settings().models_dir, language)
+    weights, tok = onnx_weights(jar, language), jar_tokenizer(jar, language)
+    items = of_language([i for path in TRAIN_FILES[language] for i in read_items(path)], language)
+    export(fine_tune(weights, tok, items, model.heads), model.file)
+    model.tokenizer.write_text(bge.tokenizer_json(jar, bge.JARS[language]), "utf-8")
+    print(json.dumps({"model": str(model.file), "bytes": model.file.stat().st_size, "memories": len(items),
+                      "sha256": bge.file_sha256(model.file)}))
 
 
 if __name__ == "__main__":

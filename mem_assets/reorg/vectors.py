@@ -1,21 +1,21 @@
 """Which vectors a language's topics are compared in, and where those vectors are kept.
 
-Chinese and English memories never share a topic (``PlacementParams.split_languages``), so each
-language may use its own space. WordLlama (the offline embedder) carries little meaning for
-Chinese, so by default Chinese topics use multilingual-e5-small ``query:`` vectors: ~17 ms per
-text, so each memory is embedded once and the vector kept on its node (``reorg_vector``, with
-``reorg_vector_key`` naming the model and a digest of the text it was made from: a vector whose key
-does not match — a merge rewrote the text, the model changed — is made again); later cycles read
-it back. Every topic's stored centroid names the space it is in (``reorg_centroid_space``); one
-of another space is recomputed from its members' vectors, never compared across spaces.
+Chinese and English memories never share a space (``PlacementParams.split_languages``), so each
+language uses its own. By default (``MEMTEND_TOPIC_COMBINED_LANGUAGES=en,zh``) each language's
+topics live in its **encoder space**: the vector of that language's **topic encoder** (bge-small
+fine-tuned on labeled themes, ``topic_encoder``) joined with the memory's multilingual-e5-small
+``query:`` vector at weight 1e-6, so cosines there are the encoder's while a mean still maps to the
+e5 space all languages share (cross-language offers). English got its encoder on 2026-12-03
+(docs/reorg.md, "Topic encoder"), Chinese later that day ("A Chinese topic encoder"); before
+that Chinese topics lived in plain e5 space (``MEMTEND_TOPIC_E5_LANGUAGES``, still available).
 
-English topics by default use the combined space (``MEMTEND_TOPIC_COMBINED_LANGUAGES``): the
-vector of the **topic encoder** (bge-small-en fine-tuned on labeled themes, ``topic_encoder``),
-joined with the memory's e5 vector at weight 1e-6, so cosines there are the topic encoder's while
-a mean still maps to the e5 space all languages share (cross-language offers). It places more
-English, more purely, than the embedder ⊕ e5 space it replaced (docs/reorg.md, "Topic encoder").
-The kept vector (``reorg_vector``) is therefore e5 ⊕ topic encoder (768 floats) for every memory
-that needs one, so each memory is run through each model at most once.
+Each memory is run through each model once: its **kept vector** (``reorg_vector``: e5 ⊕ English
+encoder ⊕ Chinese encoder, 1,280 floats — a memory may join the other language's topic, where its
+vector from that language's encoder counts) is stored on its node with ``reorg_vector_key``
+naming the models and a digest of the text it was made from: a vector whose key does not match — a
+merge rewrote the text, a model changed — is made again; later cycles read it back. Every topic's
+stored centroid names the space it is in (``reorg_centroid_space``); one of another space is
+recomputed from its members' vectors, never compared across spaces.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 import dagster as dg
 import numpy as np
 
-from mem_assets.reorg import topic_encoder
 from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.topic_encoder import ENCODERS, topic_encoder_embed
 from mem_resources.embedder import (
     E5_QUERY_SPACE,
     EmbedderResource,
@@ -38,23 +38,42 @@ from mem_resources.embedder import (
 #: The e5 space's stored-centroid tag.
 E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
-#: The kept vector's model tag (e5 ⊕ topic encoder): a change of either model re-embeds kept vectors.
-KEPT_MODEL = f"{E5_QUERY_SPACE}+{topic_encoder.NAME}"
-KEPT_DIMENSION = E5_DIMENSION + topic_encoder.DIMENSION
+#: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
+KEPT_MODEL = "+".join([E5_QUERY_SPACE, *(model.name for model in ENCODERS.values())])
+KEPT_DIMENSION = E5_DIMENSION + sum(model.dimension for model in ENCODERS.values())
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
-#: e5's share of a cosine in the combined space: carried only so that a mean maps to the e5 space.
+#: e5's share of a cosine in an encoder space: carried only so that a mean maps to the e5 space.
 COMBINED_WEIGHT = 1e-6
-#: The stored-centroid tag of the combined space: a change of weight or model recomputes centroids.
-COMBINED_SPACE = f"{topic_encoder.NAME}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
+#: Each language's encoder space, by its stored-centroid tag: a change of weight or model
+#: recomputes centroids.
+ENCODER_SPACES: dict[str, str] = {language: f"{model.name}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
+                                  for language, model in ENCODERS.items()}
+_LANGUAGE_OF_SPACE = {space: language for language, space in ENCODER_SPACES.items()}
+#: English's encoder space (the "combined space" of docs/reorg.md).
+COMBINED_SPACE = ENCODER_SPACES["en"]
 #: Spaces whose vectors need the kept vector.
-NEEDS_E5 = frozenset({E5_SPACE, COMBINED_SPACE})
-#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``).
-DEFAULT_E5_LANGUAGES = ("zh",)
-#: Placed in the combined space by default (``MEMTEND_TOPIC_COMBINED_LANGUAGES``).
-DEFAULT_COMBINED_LANGUAGES = ("en",)
-#: Each space's shipped thresholds (run config ``memory_clusters`` overrides them per space).
-SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS, COMBINED_SPACE: COMBINED_PARAMS}
+NEEDS_E5 = frozenset({E5_SPACE, *ENCODER_SPACES.values()})
+#: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``): none since the Chinese encoder.
+DEFAULT_E5_LANGUAGES: tuple[str, ...] = ()
+#: Placed in their encoder's space by default (``MEMTEND_TOPIC_COMBINED_LANGUAGES``).
+DEFAULT_COMBINED_LANGUAGES = ("en", "zh")
+#: Each space's shipped thresholds (run config ``memory_clusters`` overrides them per space; both
+#: encoder spaces take the ``combined_*`` ones: bench/topic_zh_encoder_rule.md chose them for Chinese too).
+SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS,
+                  **dict.fromkeys(ENCODER_SPACES.values(), COMBINED_PARAMS)}
+
+
+def _kept_slices() -> dict[str, slice]:
+    """Where each language's encoder vector sits in the kept vector (after e5's 384 floats)."""
+    slices, at = {}, E5_DIMENSION
+    for language, model in ENCODERS.items():
+        slices[language] = slice(at, at + model.dimension)
+        at += model.dimension
+    return slices
+
+
+_KEPT_SLICES = _kept_slices()
 
 
 def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -> np.ndarray:
@@ -65,39 +84,46 @@ def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -
 
 
 def space_of(language: str, e5_languages: Sequence[str], combined_languages: Sequence[str]) -> str:
-    """The topic space of ``language``: combined, e5, else the embedder's."""
-    if language in combined_languages:
-        return COMBINED_SPACE
+    """The topic space of ``language``: its encoder's, e5, else the embedder's."""
+    if language in combined_languages and language in ENCODER_SPACES:
+        return ENCODER_SPACES[language]
     return E5_SPACE if language in e5_languages else MAIN_SPACE
 
 
+def is_encoder_space(space: str) -> bool:
+    return space in _LANGUAGE_OF_SPACE
+
+
 def kept_embed(texts: Sequence[str]) -> np.ndarray:
-    """Kept vectors: e5 ``query:`` ⊕ topic encoder."""
-    return np.hstack([e5_query_embed(list(texts)), topic_encoder.topic_encoder_embed(list(texts))]).astype(np.float32)
+    """Kept vectors: e5 ``query:`` ⊕ each language's topic encoder."""
+    texts = list(texts)
+    return np.hstack([e5_query_embed(texts), *(topic_encoder_embed(texts, language) for language in ENCODERS)]
+                     ).astype(np.float32)
 
 
 def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
               kept: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-    """Each row's vector in its space from its embedder (``main``) and kept (e5 ⊕ topic encoder)
-    parts (a part its space does not use may be None); the combined rows are joined in one pass."""
+    """Each row's vector in its space from its embedder (``main``) and kept (e5 ⊕ encoders) parts
+    (a part its space does not use may be None); each encoder space's rows are joined in one pass."""
     chosen = [main[row] if space == MAIN_SPACE else np.asarray(kept[row])[:E5_DIMENSION]
               for row, space in enumerate(spaces)]
-    joined = [row for row, space in enumerate(spaces) if space == COMBINED_SPACE]
-    if joined:
-        both = combine(np.stack([np.asarray(kept[row])[E5_DIMENSION:] for row in joined]),
-                       np.stack([np.asarray(kept[row])[:E5_DIMENSION] for row in joined]))
-        for row, vector in zip(joined, both, strict=True):
-            chosen[row] = vector
+    for space, language in _LANGUAGE_OF_SPACE.items():
+        joined = [row for row, of_row in enumerate(spaces) if of_row == space]
+        if joined:
+            both = combine(np.stack([np.asarray(kept[row])[_KEPT_SLICES[language]] for row in joined]),
+                           np.stack([np.asarray(kept[row])[:E5_DIMENSION] for row in joined]))
+            for row, vector in zip(joined, both, strict=True):
+                chosen[row] = vector
     return chosen
 
 
 def to_shared(space: str) -> Callable[[np.ndarray], np.ndarray] | None:
     """The map from ``space`` to the space all languages share (e5 ``query:``), where a memory may
     be offered to the other language's topics; None for a space without an e5 part. Linear, so a
-    mean maps to the mean (the combined space's e5 half, unscaled: cosines ignore the scale)."""
+    mean maps to the mean (an encoder space's e5 part, unscaled: cosines ignore the scale)."""
     if space == E5_SPACE:
         return _same
-    if space == COMBINED_SPACE:
+    if is_encoder_space(space):
         return _e5_half
     return None
 
@@ -111,9 +137,10 @@ def _e5_half(vectors: np.ndarray) -> np.ndarray:
 
 
 class TopicVectorsResource(dg.ConfigurableResource):
-    """Per language, the space its topics live in: e5 for ``MEMTEND_TOPIC_E5_LANGUAGES`` (default
-    zh), combined for ``MEMTEND_TOPIC_COMBINED_LANGUAGES``, else the embedder's; and whether a
-    memory may join the other language's topics (``MEMTEND_TOPIC_CROSS_LANGUAGE``)."""
+    """Per language, the space its topics live in: its encoder's for
+    ``MEMTEND_TOPIC_COMBINED_LANGUAGES`` (default en,zh), e5 for ``MEMTEND_TOPIC_E5_LANGUAGES``
+    (default none), else the embedder's; and whether a memory may join the other language's topics
+    (``MEMTEND_TOPIC_CROSS_LANGUAGE``)."""
 
     #: pydantic copies field defaults, so the lists are not shared.
     e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)  # noqa: RUF012
@@ -126,7 +153,7 @@ class TopicVectorsResource(dg.ConfigurableResource):
 
     def embed(self, part: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
         """``texts``' vectors of one part, made afresh: the embedder's (``MAIN_SPACE``) or the kept
-        vectors (``E5_SPACE``: e5 ⊕ topic encoder); ``in_spaces`` turns parts into a space's vectors."""
+        vectors (``E5_SPACE``: e5 ⊕ topic encoders); ``in_spaces`` turns parts into a space's vectors."""
         if part == MAIN_SPACE:
             return embedder.embed(list(texts))
         return kept_embed(texts)
@@ -138,8 +165,8 @@ def vector_key(text: str) -> str:
 
 
 def space_dimension(space: str, main_dimension: int) -> int:
-    if space == COMBINED_SPACE:
-        return topic_encoder.DIMENSION + E5_DIMENSION
+    if is_encoder_space(space):
+        return ENCODERS[_LANGUAGE_OF_SPACE[space]].dimension + E5_DIMENSION
     return E5_DIMENSION if space == E5_SPACE else main_dimension
 
 

@@ -1,5 +1,5 @@
 """Per-language topic spaces: which vectors a language uses, stored centroids only reused in
-their own space, and e5 asked only for the languages of the e5 and combined spaces, once a text."""
+their own space, and e5 asked only for the languages of the e5 and encoder spaces, once a text."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from pydantic import ValidationError
 from mem_assets.reorg.assets import PlacementConfig
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
+from mem_assets.reorg.topic_encoder import ENCODERS
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import (
     COMBINED_SPACE,
     COMBINED_WEIGHT,
     E5_DIMENSION,
     E5_SPACE,
+    ENCODER_SPACES,
     KEPT_DIMENSION,
     MAIN_SPACE,
     TopicVectorsResource,
@@ -33,9 +35,10 @@ from mem_resources.settings import Settings
 
 def test_languages_choose_their_space():
     vectors = TopicVectorsResource()
-    assert vectors.space("zh") == E5_SPACE
-    assert vectors.space("en") == COMBINED_SPACE
-    assert TopicVectorsResource(e5_languages=[]).space("zh") == MAIN_SPACE
+    assert vectors.space("zh") == ENCODER_SPACES["zh"] != COMBINED_SPACE
+    assert vectors.space("en") == COMBINED_SPACE == ENCODER_SPACES["en"]
+    assert TopicVectorsResource(combined_languages=["en"]).space("zh") == MAIN_SPACE
+    assert TopicVectorsResource(e5_languages=["zh"], combined_languages=["en"]).space("zh") == E5_SPACE
     assert TopicVectorsResource(combined_languages=[]).space("en") == MAIN_SPACE
 
 
@@ -46,9 +49,11 @@ def test_the_setting_lists_languages(raw, expected):
 
 
 def test_a_language_has_one_topic_space():
-    assert (Settings().e5_languages, Settings().combined_languages) == (["zh"], ["en"])
-    with pytest.raises(ValidationError, match="en: in both .*MEMTEND_TOPIC_COMBINED_LANGUAGES=none"):
-        Settings(topic_e5_languages="zh,en")
+    assert (Settings().e5_languages, Settings().combined_languages) == ([], ["en", "zh"])
+    moved = Settings(topic_e5_languages="zh")
+    assert (moved.e5_languages, moved.combined_languages) == (["zh"], ["en"]), "e5 takes it from the default"
+    with pytest.raises(ValidationError, match="zh: in both .*remove it from one of them"):
+        Settings(topic_e5_languages="zh", topic_combined_languages="en,zh")
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -64,18 +69,24 @@ def test_a_combined_cosine_is_the_weighted_cosines_of_its_halves():
     assert float(both[0] @ both[1]) == pytest.approx(0.2 * cosine(*main) + 0.8 * cosine(*e5), abs=1e-5)
 
 
-def test_kept_vectors_give_e5_to_the_e5_space_and_the_topic_encoder_to_the_combined_space():
-    """A kept vector is e5 ⊕ topic encoder; the combined space compares by the topic encoder and
-    still maps to e5 (the space shared across languages)."""
+def test_kept_vectors_give_e5_to_the_e5_space_and_each_encoder_to_its_language():
+    """A kept vector is e5 ⊕ English encoder ⊕ Chinese encoder; each encoder space compares by its
+    encoder's part and still maps to e5 (the space shared across languages)."""
     rng = np.random.default_rng(2)
     kept = rng.normal(size=(2, KEPT_DIMENSION))
-    e5, encoder = kept[:, :E5_DIMENSION], kept[:, E5_DIMENSION:]
+    assert KEPT_DIMENSION == E5_DIMENSION + ENCODERS["en"].dimension + ENCODERS["zh"].dimension
+    e5 = kept[:, :E5_DIMENSION]
+    parts = {"en": kept[:, E5_DIMENSION:E5_DIMENSION + ENCODERS["en"].dimension],
+             "zh": kept[:, E5_DIMENSION + ENCODERS["en"].dimension:]}
     as_e5 = in_spaces([E5_SPACE] * 2, [None, None], list(kept))
     assert np.array_equal(np.stack(as_e5), e5)
-    combined = np.stack(in_spaces([COMBINED_SPACE] * 2, [None, None], list(kept)))
-    assert combined.shape == (2, space_dimension(COMBINED_SPACE, 256))
-    assert float(combined[0] @ combined[1]) == pytest.approx(cosine(*encoder), abs=1e-5)
-    assert cosine(*to_shared(COMBINED_SPACE)(combined)) == pytest.approx(cosine(*e5), abs=1e-5)
+    for lang, space in ENCODER_SPACES.items():
+        joined = np.stack(in_spaces([space] * 2, [None, None], list(kept)))
+        assert joined.shape == (2, space_dimension(space, 256))
+        assert float(joined[0] @ joined[1]) == pytest.approx(cosine(*parts[lang]), abs=1e-5)
+        assert cosine(*to_shared(space)(joined)) == pytest.approx(cosine(*e5), abs=1e-5)
+    mixed = in_spaces([ENCODER_SPACES["zh"], COMBINED_SPACE], [None, None], list(kept))
+    assert [len(v) for v in mixed] == [space_dimension(ENCODER_SPACES["zh"], 256), space_dimension(COMBINED_SPACE, 256)]
     assert COMBINED_WEIGHT < 1e-5
 
 
@@ -92,6 +103,7 @@ def test_the_combined_space_takes_its_own_run_config():
     spaces = config.space_params()
     assert spaces[COMBINED_SPACE].place_similarity == 0.3
     assert spaces[COMBINED_SPACE].theme_similarity == 0.10, "its shipped themed groups"
+    assert spaces[ENCODER_SPACES["zh"]] == spaces[COMBINED_SPACE], "both encoder spaces take combined_*"
     assert (spaces[MAIN_SPACE].place_similarity, spaces[E5_SPACE].place_similarity) == (0.30, 0.25)
     with pytest.raises(ValidationError):
         PlacementConfig(combined_min_cluster_size=30)
@@ -112,8 +124,12 @@ def test_a_stored_centroid_is_used_only_in_its_own_space():
     assert centroid_in_space([0.1] * 256, MAIN_SPACE, COMBINED_SPACE, 256) is None, "an English topic of before"
     assert centroid_in_space([0.1] * (256 + E5_DIMENSION), "embedding+multilingual-e5-small/query@0.8",
                              COMBINED_SPACE, 256) is None, "an English topic of the WordLlama + e5 space"
-    assert centroid_in_space([0.1] * KEPT_DIMENSION, COMBINED_SPACE, COMBINED_SPACE, 256) is not None
-    assert centroid_in_space([0.1] * KEPT_DIMENSION, "embedding+other@0.5", COMBINED_SPACE, 256) is None
+    combined = [0.1] * space_dimension(COMBINED_SPACE, 256)
+    assert centroid_in_space(combined, COMBINED_SPACE, COMBINED_SPACE, 256) is not None
+    assert centroid_in_space(combined, "embedding+other@0.5", COMBINED_SPACE, 256) is None
+    assert centroid_in_space(e5, E5_SPACE, ENCODER_SPACES["zh"], 256) is None, "a Chinese topic of the e5 space"
+    chinese = [0.1] * space_dimension(ENCODER_SPACES["zh"], 256)
+    assert centroid_in_space(chinese, ENCODER_SPACES["zh"], ENCODER_SPACES["zh"], 256) is not None
     assert centroid_in_space(None, None, MAIN_SPACE, 256) is None
 
 
@@ -157,7 +173,13 @@ def test_only_e5_languages_are_sent_to_e5_and_each_language_plans_in_its_own_spa
 
     both: list[str] = []
     report_both = evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), ["zh"], E5_PARAMS,
-                                  _fake_kept(both))
-    assert sorted(both) == sorted(item.text for item in _items()), "English too, by default (combined space)"
+                                  _fake_kept(both), combined_languages=("en",))
+    assert sorted(both) == sorted(item.text for item in _items()), "English too (its encoder space)"
     english = report_both.by_language["en"]
-    assert (english.placed, english.purity) == (1.0, 1.0), "English placed by its kept vectors' topic encoder part"
+    assert (english.placed, english.purity) == (1.0, 1.0), "English placed by its kept vectors' encoder part"
+
+    default: list[str] = []
+    report_default = evaluate_topics(_items(), HashingEmbedder(dimension=64), PlacementParams(), (), E5_PARAMS,
+                                     _fake_kept(default))
+    assert sorted(default) == sorted(item.text for item in _items()), "each text once, for both encoder spaces"
+    assert all((f.placed, f.purity) == (1.0, 1.0) for f in report_default.by_language.values())
