@@ -23,7 +23,7 @@ from topic_bge_study import MODELS, VectorCache, with_e5_tail
 from topic_encoder_data_study import Trainer, pooled
 from topic_finetune_study import conversation
 from topic_tuned_space_study import tuned_vectors
-from topic_zh_encoder_study import figures
+from topic_zh_encoder_study import figures, qualifies
 
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
 from mem_assets.reorg.placement import COMBINED_PARAMS
@@ -52,14 +52,6 @@ def row(parts: dict[str, list[EvalItem]], en: dict[str, np.ndarray], zh: dict[st
     out: dict[str, Any] = {name: figures(parts[name], en, zh, COMBINED_PARAMS) for name in PARTS}
     out["pooled"] = pooled([(len(parts[name]), out[name]) for name in PARTS])
     return out
-
-
-def qualifies(got: dict[str, Any], base: dict[str, Any]) -> bool:
-    g, b = got["pooled"], base["pooled"]
-    purer = g["purity"] >= b["purity"] + 0.005 and g["placed"] >= b["placed"] - 0.002
-    more = g["placed"] >= b["placed"] + 0.005 and g["purity"] >= b["purity"] - 0.002
-    parts = all(got[name]["purity"] >= base[name]["purity"] - 0.03 for name in PARTS)
-    return bool((purer or more) and parts and not g["dupes"] and g["split"] <= b["split"] + 1)
 
 
 def main() -> None:
@@ -98,7 +90,8 @@ def main() -> None:
     growth_space = with_e5_tail(trainer.vectors("GT", [*t2, *u, *parts["N"]], [i.text for i in growth]), e5)
     got = row(parts, with_e5_tail({t: e2[t] for t in every if t in e2}, e5), zh)
     got["growth"] = growth_check(growth, growth_space, COMBINED_PARAMS)["passes"]
-    got["qualifies"] = bool(got["growth"] and qualifies(got, base))
+    got["qualifies"] = bool(got["growth"] and qualifies(got, base, PARTS, part_drop=0.03, split_slack=1,
+                                                        chinese=False))
     print(json.dumps({"candidate": "E2 + Z", **got}), flush=True)
 
 

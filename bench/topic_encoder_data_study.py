@@ -33,8 +33,8 @@ from topic_tuned_space_study import tuned_vectors
 
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
-from mem_assets.reorg.topic_encoder import topic_encoder_embed
-from mem_assets.reorg.topic_encoder_training import embed, english, fine_tune, jar_tokenizer
+from mem_assets.reorg.topic_encoder import ENCODERS, Language, topic_encoder_embed
+from mem_assets.reorg.topic_encoder_training import embed, fine_tune, jar_tokenizer, of_language
 from mem_resources import bge
 from mem_resources.bge_training import onnx_weights
 from mem_resources.settings import load_settings
@@ -49,24 +49,26 @@ GRID = {"place_similarity": [0.30, 0.35, 0.40], "group_similarity": [0.25, 0.30,
 
 
 class Trainer:
-    """Fine-tunes once per training set and keeps the vectors it was asked for in ``cache``."""
+    """Fine-tunes a ``language`` encoder once per training set (on that language's memories) and
+    keeps the vectors it was asked for in ``cache`` as ``<prefix>_<name>.npz``."""
 
-    def __init__(self, cache: Path) -> None:
-        self.cache = cache
+    def __init__(self, cache: Path, language: Language = "en", prefix: str = "g") -> None:
+        self.cache, self.language, self.prefix = cache, language, prefix
         self.weights: dict[str, np.ndarray] | None = None
 
     def vectors(self, name: str, train: Sequence[EvalItem], texts: Sequence[str]) -> dict[str, np.ndarray]:
-        path = self.cache / f"g_{name}.npz"
+        path = self.cache / f"{self.prefix}_{name}.npz"
         if path.exists():
             data = np.load(path, allow_pickle=False)
             return dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
-        jar = bge.jar_path(load_settings().models_dir, "en")
-        tok = jar_tokenizer(jar)
+        jar = bge.existing_jar(load_settings().models_dir, self.language)
+        tok = jar_tokenizer(jar, self.language)
         if self.weights is None:
-            self.weights = onnx_weights(jar, "en")
-        items = english(train)
+            self.weights = onnx_weights(jar, self.language)
+        items = of_language(train, self.language)
         print(json.dumps({"training": name, "memories": len(items)}), flush=True)
-        made = embed(fine_tune(self.weights, tok, items), tok, sorted(set(texts)))
+        model = fine_tune(self.weights, tok, items, ENCODERS[self.language].heads)
+        made = embed(model, tok, sorted(set(texts)))
         keys = sorted(made)
         np.savez(path, texts=np.array(keys), vectors=np.stack([made[k] for k in keys]))
         return made

@@ -26,52 +26,26 @@ import numpy as np
 import torch
 from combined_space_study import ROOT, Cached, growth_check, tuning_sets
 from topic_bge_study import MODELS, VectorCache, choose, with_e5_tail
-from topic_encoder_data_study import pooled
+from topic_encoder_data_study import Trainer, pooled
 
 from mem_assets.reorg import evaluation
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, holdout_split, read_items
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_encoder import topic_encoder_embed
-from mem_assets.reorg.topic_encoder_training import embed, fine_tune
-from mem_assets.reorg.topic_space import languages
+from mem_assets.reorg.topic_encoder_training import of_language
 from mem_assets.reorg.vectors import E5_DIMENSION
-from mem_resources import bge
-from mem_resources.bge_training import onnx_weights
-from mem_resources.settings import load_settings
 
-ZH_HEADS, MAX_TOKENS = 8, 64
 GRID = {"place_similarity": [0.25, 0.30, 0.35], "group_similarity": [0.25, 0.30, 0.35]}
 PARTS = ("S_A", "S_B", "N")
 
 
 def chinese(items: Sequence[EvalItem]) -> list[EvalItem]:
-    return [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == "zh"]
+    return of_language(items, "zh")
 
 
 def zh_users() -> list[EvalItem]:
     """U_zh: the hand-written training users 4-6 (data/topic_training/README.md)."""
     return [i for n in (4, 5, 6) for i in read_items(ROOT / "data" / "topic_training" / f"user_{n}.jsonl")]
-
-
-class ZTrainer:
-    """Fine-tunes bge-small-zh once per training set; keeps the vectors it was asked for in ``cache``."""
-
-    def __init__(self, cache: Path) -> None:
-        self.cache = cache
-
-    def vectors(self, name: str, train: Sequence[EvalItem], texts: Sequence[str]) -> dict[str, np.ndarray]:
-        path = self.cache / f"z_{name}.npz"
-        if path.exists():
-            data = np.load(path, allow_pickle=False)
-            return dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
-        jar = bge.existing_jar(load_settings().models_dir, "zh")
-        tok = bge.tokenizer(jar, bge.JARS["zh"], MAX_TOKENS)
-        items = chinese(train)
-        print(json.dumps({"training": name, "memories": len(items)}), flush=True)
-        made = embed(fine_tune(onnx_weights(jar, "zh"), tok, items, ZH_HEADS), tok, sorted(set(texts)))
-        keys = sorted(made)
-        np.savez(path, texts=np.array(keys), vectors=np.stack([made[k] for k in keys]))
-        return made
 
 
 @contextmanager
@@ -117,13 +91,17 @@ def row(parts: dict[str, list[EvalItem]], en_space: dict[str, np.ndarray], zh_sp
     return out
 
 
-def qualifies(got: dict[str, Any], base: dict[str, Any]) -> bool:
+def qualifies(got: dict[str, Any], base: dict[str, Any], parts: Sequence[str] = PARTS, part_drop: float = 0.010,
+              split_slack: int = 0, chinese: bool = True) -> bool:
+    """Pooled over ``parts``: purer (+0.005) at placed >= -0.002, or more placed (+0.005) at purity
+    >= -0.002; no part's purity down by more than ``part_drop``; (``chinese``) pooled Chinese purity
+    not lower; no near-duplicate pair; themes told twice at most ``split_slack`` more."""
     g, b = got["pooled"], base["pooled"]
     purer = g["purity"] >= b["purity"] + 0.005 and g["placed"] >= b["placed"] - 0.002
     more = g["placed"] >= b["placed"] + 0.005 and g["purity"] >= b["purity"] - 0.002
-    parts = all(got[name]["purity"] >= base[name]["purity"] - 0.010 for name in PARTS)
-    return bool((purer or more) and parts and g["zh"]["purity"] >= b["zh"]["purity"]
-                and not g["dupes"] and g["split"] <= b["split"])
+    kept = all(got[name]["purity"] >= base[name]["purity"] - part_drop for name in parts)
+    zh = not chinese or g["zh"]["purity"] >= b["zh"]["purity"]
+    return bool((purer or more) and kept and zh and not g["dupes"] and g["split"] <= b["split"] + split_slack)
 
 
 def gain(got: dict[str, Any], base: dict[str, Any]) -> float:
@@ -155,7 +133,7 @@ def main() -> None:
                                                                     MODELS["e5"][1]).get([i.text for i in growth]))
     growth_passes = growth_check(growth, growth_space, COMBINED_PARAMS)["passes"]
 
-    trainer = ZTrainer(args.cache)
+    trainer = Trainer(args.cache, "zh", prefix="z")
     texts = {name: [i.text for i in items] for name, items in parts.items()}
     z = (trainer.vectors("N", [*users, *s_a, *s_b], texts["N"])
          | trainer.vectors("S_A", [*users, *parts["N"], *s_b], texts["S_A"])

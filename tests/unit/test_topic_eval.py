@@ -120,30 +120,21 @@ def test_real_conversations_held_out_meet_their_floors():
     assert report.split_themes <= MOST_SPLIT_LOCOMO
 
 
-def test_fresh_set_meets_its_floors():
-    items = read_items(FRESH)
-    assert (len(items), len({item.topic for item in items}), len({item.batch for item in items})) == (1057, 36, 3)
+@pytest.mark.parametrize(("path", "counts", "floors", "most_split"), [
+    (FRESH, (1057, 36, 3), (FLOOR_FRESH, FLOOR_FRESH_EN, FLOOR_FRESH_ZH), MOST_SPLIT_FRESH),
+    (FRESH2, (1009, 36, 3), (FLOOR_FRESH2, FLOOR_FRESH2_EN, FLOOR_FRESH2_ZH), MOST_SPLIT_FRESH2)],
+    ids=["first fresh set", "second fresh set"])
+def test_fresh_sets_meet_their_floors(path, counts, floors, most_split):
+    items = read_items(path)
+    assert (len(items), len({item.topic for item in items}), len({item.batch for item in items})) == counts
     report = evaluate_topics(items, WordLlamaEmbedder(), PlacementParams())
-    assert report.purity >= FLOOR_FRESH[0]
-    assert report.placed >= FLOOR_FRESH[1]
-    for lang, floor in (("en", FLOOR_FRESH_EN), ("zh", FLOOR_FRESH_ZH)):
+    overall, *per_language = floors
+    assert report.purity >= overall[0] and report.placed >= overall[1]
+    for lang, floor in zip(("en", "zh"), per_language, strict=True):
         assert report.by_language[lang].purity >= floor[0]
         assert report.by_language[lang].placed >= floor[1]
     assert report.near_duplicate_pairs == 0
-    assert report.split_themes <= MOST_SPLIT_FRESH
-
-
-def test_second_fresh_set_meets_its_floors():
-    items = read_items(FRESH2)
-    assert (len(items), len({item.topic for item in items}), len({item.batch for item in items})) == (1009, 36, 3)
-    report = evaluate_topics(items, WordLlamaEmbedder(), PlacementParams())
-    assert report.purity >= FLOOR_FRESH2[0]
-    assert report.placed >= FLOOR_FRESH2[1]
-    for lang, floor in (("en", FLOOR_FRESH2_EN), ("zh", FLOOR_FRESH2_ZH)):
-        assert report.by_language[lang].purity >= floor[0]
-        assert report.by_language[lang].placed >= floor[1]
-    assert report.near_duplicate_pairs == 0
-    assert report.split_themes <= MOST_SPLIT_FRESH2
+    assert report.split_themes <= most_split
 
 
 def test_later_batches_grow_existing_topics(reports):
