@@ -47,7 +47,7 @@ from mem_resources.memory_model import (
     utc_now,
 )
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.settings import Settings, load_settings
+from mem_resources.settings import load_settings
 
 SUBJECTS = ["I", "My sister", "My manager", "Our team", "My neighbour", "我", "我的朋友", "我们公司", "我妈妈"]
 ACTIVITIES = {
@@ -196,10 +196,7 @@ def main() -> None:
                              "times the embedder-only path.")
     args = parser.parse_args()
     settings = load_settings()
-    chosen = {name: value for name, value in (("topic_e5_languages", args.e5_languages),
-                                              ("topic_combined_languages", args.combined_languages))
-              if value is not None}
-    spaces = Settings.model_validate({**settings.model_dump(exclude_unset=True), **chosen})
+    spaces = settings.with_topic_languages(args.e5_languages, args.combined_languages)
     vectors = TopicVectorsResource(e5_languages=spaces.e5_languages, combined_languages=spaces.combined_languages)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("neo4j").setLevel(logging.WARNING)

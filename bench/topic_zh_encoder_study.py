@@ -39,10 +39,6 @@ GRID = {"place_similarity": [0.25, 0.30, 0.35], "group_similarity": [0.25, 0.30,
 PARTS = ("S_A", "S_B", "N")
 
 
-def chinese(items: Sequence[EvalItem]) -> list[EvalItem]:
-    return of_language(items, "zh")
-
-
 def zh_users() -> list[EvalItem]:
     """U_zh: the hand-written training users 4-6 (data/topic_training/README.md)."""
     return [i for n in (4, 5, 6) for i in read_items(ROOT / "data" / "topic_training" / f"user_{n}.jsonl")]
@@ -86,7 +82,7 @@ def row(parts: dict[str, list[EvalItem]], en_space: dict[str, np.ndarray], zh_sp
         zh_params: PlacementParams) -> dict[str, Any]:
     out: dict[str, Any] = {name: figures(parts[name], en_space, zh_space, zh_params) for name in PARTS}
     out["pooled"] = pooled([(len(parts[name]), out[name]) for name in PARTS])
-    zh = [(sum(1 for _ in chinese(parts[name])), out[name]["zh_purity_placed"]) for name in PARTS]
+    zh = [(len(of_language(parts[name], "zh")), out[name]["zh_purity_placed"]) for name in PARTS]
     out["pooled"]["zh"] = pooled([(n, {"purity": p, "placed": q, "dupes": 0, "split": 0}) for n, (p, q) in zh])
     return out
 
@@ -121,9 +117,9 @@ def main() -> None:
     every = sorted({i.text for items in parts.values() for i in items})
     e5 = VectorCache(args.cache / MODELS["e5"][0], MODELS["e5"][1]).get(every)
     en_space = with_e5_tail(dict(zip(every, topic_encoder_embed(every), strict=True)), e5)
-    print(json.dumps({"users": len(users), "users_zh": len(chinese(users)),
+    print(json.dumps({"users": len(users), "users_zh": len(of_language(users, "zh")),
                       "user_labels": len({(i.tenant, i.topic) for i in users}),
-                      **{name: [len(items), len(chinese(items))] for name, items in parts.items()}}), flush=True)
+                      **{name: [len(items), len(of_language(items, "zh"))] for name, items in parts.items()}}), flush=True)
 
     base = row(parts, en_space, e5, E5_PARAMS)
     print(json.dumps({"candidate": "F (shipped)", **base}), flush=True)

@@ -31,7 +31,7 @@ from mem_resources.partitions import tenant_partitions
 from mem_resources.progress import listening
 from mem_resources.run_liveness import fail_dead_runs
 from mem_resources.run_policy import create_pools
-from mem_resources.settings import Settings, load_settings
+from mem_resources.settings import load_settings
 from mem_resources.tenants import InvalidTenant, validate_tenant
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -224,10 +224,8 @@ def eval_topics(
                     "--cross-language is configured, on or off", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     try:
-        chosen_spaces = {name: value for name, value in (("topic_e5_languages", e5_languages),
-                                                         ("topic_combined_languages", combined_languages))
-                         if value != "configured"}
-        spaces = Settings.model_validate({**settings.model_dump(exclude_unset=True), **chosen_spaces})
+        spaces = settings.with_topic_languages(*(None if value == "configured" else value
+                                                 for value in (e5_languages, combined_languages)))
     except ValidationError as exc:
         typer.secho(f"error: --e5-languages / --combined-languages: {exc.errors()[0]['msg']}",
                     fg=typer.colors.RED, err=True)

@@ -160,6 +160,13 @@ class Settings(BaseSettings):
         """The languages ``topic_combined_languages`` names (possibly none)."""
         return self.topic_combined_languages.split(",") if self.topic_combined_languages else []
 
+    def with_topic_languages(self, e5: str | None = None, combined: str | None = None) -> Settings:
+        """These settings with the topic-space lists replaced (None keeps the configured one); a
+        language given only for e5 leaves the default encoder list, as it does from the environment."""
+        chosen = {name: value for name, value in (("topic_e5_languages", e5), ("topic_combined_languages", combined))
+                  if value is not None}
+        return type(self).model_validate({**self.model_dump(exclude_unset=True), **chosen})
+
     @property
     def dimension(self) -> int:
         """The vector size: ``MEMTEND_EMBEDDING_DIM`` when set, else the embedder's own."""

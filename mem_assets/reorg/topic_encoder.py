@@ -1,7 +1,7 @@
 """The topic encoders: bge-small fine-tuned so that memories of one theme lie close
 (``topic_encoder_training``), one per language — English from bge-small-en-v1.5, Chinese from
 bge-small-zh-v1.5 — each shipped as an int8 ONNX file with its tokenizer and run by onnxruntime.
-A language's topics are placed in its encoder's space (``vectors.encoder_space``).
+A language's topics are placed in its encoder's space (``vectors.ENCODER_SPACES``).
 """
 
 from __future__ import annotations

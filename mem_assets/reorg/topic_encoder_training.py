@@ -101,10 +101,6 @@ def of_language(items: Sequence[EvalItem], language: Language) -> list[EvalItem]
     return [i for i, lang in zip(items, languages(i.text for i in items), strict=True) if lang == language]
 
 
-def english(items: Sequence[EvalItem]) -> list[EvalItem]:
-    return of_language(items, "en")
-
-
 def jar_tokenizer(jar: Path, language: Language = "en") -> Tokenizer:
     return bge.tokenizer(jar, bge.JARS[language], MAX_TOKENS)
 

@@ -54,6 +54,9 @@ def test_a_language_has_one_topic_space():
     assert (moved.e5_languages, moved.combined_languages) == (["zh"], ["en"]), "e5 takes it from the default"
     with pytest.raises(ValidationError, match="zh: in both .*remove it from one of them"):
         Settings(topic_e5_languages="zh", topic_combined_languages="en,zh")
+    overridden = Settings().with_topic_languages(e5="zh")
+    assert (overridden.e5_languages, overridden.combined_languages) == (["zh"], ["en"]), "as from the environment"
+    assert Settings(topic_combined_languages="en").with_topic_languages().combined_languages == ["en"]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
