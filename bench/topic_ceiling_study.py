@@ -1,0 +1,108 @@
+"""How far topic purity can go with the vectors memtend can run offline (diagnostic; chooses nothing).
+
+    python bench/topic_ceiling_study.py            # ~4 min: one JSON line per labeled set and language
+
+For each labeled set and language, in the space its topics are placed in by default (the language's
+topic encoder) and in plain multilingual-e5 ``query:`` space:
+
+- ``centroid``: each memory classified by the nearest label centroid, the labels known (its own
+  label's centroid without it): what placement could reach if every theme already had a perfect topic;
+- ``nearest``: how often a memory's nearest other memory shares its label (the purity of a pair);
+- ``linkage``: purity of average-linkage clustering of all the set's memories at once, with as many
+  clusters as the shipped placement's mean leaf topic size gives (no batches, 100 % placed);
+- ``shipped``: the shipped placement's purity / share placed (``memtend eval-topics``, defaults).
+
+``reader`` is the share of a random sample (``data/eval/fresh2/reader_sample.jsonl``) that a careful
+reader, given only the profile and the themes' one-line scopes, put under the writers' label.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.cluster import AgglomerativeClustering
+
+from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, read_items
+from mem_assets.reorg.placement import PlacementParams
+from mem_assets.reorg.topic_space import languages
+from mem_assets.reorg.vectors import E5_DIMENSION, ENCODER_SPACES, in_spaces, kept_embed
+from mem_resources.embedder import HashingEmbedder, normalize_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = {"fresh2": "data/eval/fresh2/topics.jsonl", "fresh": "data/eval/fresh/topics.jsonl",
+        "synthetic": "data/eval/topics.jsonl", "locomo_tune": "data/eval/locomo/topics_tune.jsonl",
+        "locomo_heldout": "data/eval/locomo/topics_heldout.jsonl"}
+
+
+def purity(labels: np.ndarray, clusters: np.ndarray) -> float:
+    return float(sum(np.unique(labels[clusters == c], return_counts=True)[1].max() for c in np.unique(clusters))
+                 / len(labels))
+
+
+def centroid_accuracy(vectors: np.ndarray, labels: np.ndarray) -> float:
+    """Nearest label centroid, each memory left out of its own label's sum."""
+    names, index = np.unique(labels, return_inverse=True)
+    sums = np.zeros((len(names), vectors.shape[1]))
+    np.add.at(sums, index, vectors)
+    right = 0
+    for row, own in enumerate(index):
+        centroids = sums.copy()
+        centroids[own] -= vectors[row]
+        right += int(np.argmax(normalize_rows(centroids) @ vectors[row]) == own)
+    return right / len(labels)
+
+
+def nearest_agreement(vectors: np.ndarray, labels: np.ndarray) -> float:
+    similarity = vectors @ vectors.T
+    np.fill_diagonal(similarity, -np.inf)
+    return float(np.mean(labels[similarity.argmax(axis=1)] == labels))
+
+
+def figures(vectors: np.ndarray, labels: np.ndarray, leaves: int) -> dict[str, float]:
+    vectors = normalize_rows(vectors.astype(np.float64))
+    clusters = AgglomerativeClustering(n_clusters=min(leaves, len(labels)), metric="cosine",
+                                       linkage="average").fit_predict(vectors)
+    return {"centroid": round(centroid_accuracy(vectors, labels), 3),
+            "nearest": round(nearest_agreement(vectors, labels), 3),
+            "linkage": round(purity(labels, clusters), 3)}
+
+
+def shipped_figures(items: list[EvalItem]) -> tuple[dict[str, Any], float]:
+    """The shipped placement's figures (defaults; the embedder's own space is unused by them), and
+    its mean leaf topic size."""
+    report = evaluate_topics(items, HashingEmbedder(), PlacementParams())
+    placed = sum(f.memories * f.placed for f in report.by_language.values())
+    return report.model_dump(), placed / max(report.sub_topics, 1)
+
+
+def main() -> None:
+    for name, path in SETS.items():
+        items = read_items(ROOT / path)
+        texts = [item.text for item in items]
+        labels = np.asarray([f"{item.tenant}/{item.topic}" for item in items])
+        langs = np.asarray(languages(texts))
+        kept = kept_embed(texts)
+        shipped, leaf_size = shipped_figures(items)
+        for lang in sorted(set(langs.tolist())):
+            rows = np.flatnonzero(langs == lang)
+            if len(rows) < 20:
+                continue
+            language = shipped["by_language"][lang]
+            leaves = max(2, round(len(rows) / leaf_size))
+            print(json.dumps({
+                "set": name, "language": lang, "memories": len(rows), "labels": len(set(labels[rows])),
+                "clusters": leaves,
+                "encoder": figures(np.stack(in_spaces([ENCODER_SPACES[lang]] * len(rows), [None] * len(rows),
+                                                      list(kept[rows]))), labels[rows], leaves),
+                "e5": figures(kept[rows][:, :E5_DIMENSION], labels[rows], leaves),
+                "shipped": {"purity": language["purity"], "placed": language["placed"]}}), flush=True)
+    sample = [json.loads(line) for line in (ROOT / "data/eval/fresh2/reader_sample.jsonl").open(encoding="utf-8")]
+    agreed = sum(row["topic"] == row["reader_topic"] for row in sample)
+    print(json.dumps({"reader": {"sample": len(sample), "agreed": agreed, "share": round(agreed / len(sample), 3)}}))
+
+
+if __name__ == "__main__":
+    main()
