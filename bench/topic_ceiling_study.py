@@ -1,15 +1,16 @@
 """How far topic purity can go with the vectors memtend can run offline (diagnostic; chooses nothing).
 
-    python bench/topic_ceiling_study.py            # ~4 min: one JSON line per labeled set and language
+    python bench/topic_ceiling_study.py [--sets fresh2 locomo_heldout]   # ~4 min for all five sets
 
-For each labeled set and language, in the space its topics are placed in by default (the language's
-topic encoder) and in plain multilingual-e5 ``query:`` space:
+One JSON line per labeled set and language, in the space its topics are placed in by default (the
+language's topic encoder) and in plain multilingual-e5 ``query:`` space; each tenant is measured on
+its own, as placement plans it, and the figures are pooled by memories:
 
 - ``centroid``: each memory classified by the nearest label centroid, the labels known (its own
   label's centroid without it): what placement could reach if every theme already had a perfect topic;
 - ``nearest``: how often a memory's nearest other memory shares its label (the purity of a pair);
-- ``linkage``: purity of average-linkage clustering of all the set's memories at once, with as many
-  clusters as the shipped placement's mean leaf topic size gives (no batches, 100 % placed);
+- ``linkage``: purity of average-linkage clustering of all the tenant's memories at once, with as
+  many clusters as the shipped placement's mean leaf topic size gives (no batches, 100 % placed);
 - ``shipped``: the shipped placement's purity / share placed (``memtend eval-topics``, defaults).
 
 ``reader`` is the share of a random sample (``data/eval/fresh2/reader_sample.jsonl``) that a careful
@@ -18,6 +19,7 @@ reader, given only the profile and the themes' one-line scopes, put under the wr
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -61,13 +63,22 @@ def nearest_agreement(vectors: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(labels[similarity.argmax(axis=1)] == labels))
 
 
-def figures(vectors: np.ndarray, labels: np.ndarray, leaves: int) -> dict[str, float]:
+def figures(vectors: np.ndarray, labels: np.ndarray, tenants: np.ndarray, leaf_size: float) -> dict[str, float]:
+    """Each tenant on its own, as placement plans it (its labels, its memories, its share of
+    clusters), pooled by memories."""
     vectors = normalize_rows(vectors.astype(np.float64))
-    clusters = AgglomerativeClustering(n_clusters=min(leaves, len(labels)), metric="cosine",
-                                       linkage="average").fit_predict(vectors)
-    return {"centroid": round(centroid_accuracy(vectors, labels), 3),
-            "nearest": round(nearest_agreement(vectors, labels), 3),
-            "linkage": round(purity(labels, clusters), 3)}
+    sums = {"centroid": 0.0, "nearest": 0.0, "linkage": 0.0}
+    for tenant in np.unique(tenants):
+        rows = np.flatnonzero(tenants == tenant)
+        if len(rows) < 2:
+            continue
+        part, own = vectors[rows], labels[rows]
+        clusters = AgglomerativeClustering(n_clusters=min(max(2, round(len(rows) / leaf_size)), len(rows)),
+                                           metric="cosine", linkage="average").fit_predict(part)
+        sums["centroid"] += centroid_accuracy(part, own) * len(rows)
+        sums["nearest"] += nearest_agreement(part, own) * len(rows)
+        sums["linkage"] += purity(own, clusters) * len(rows)
+    return {name: round(total / len(labels), 3) for name, total in sums.items()}
 
 
 def shipped_figures(items: list[EvalItem]) -> tuple[dict[str, Any], float]:
@@ -79,10 +90,13 @@ def shipped_figures(items: list[EvalItem]) -> tuple[dict[str, Any], float]:
 
 
 def main() -> None:
-    for name, path in SETS.items():
-        items = read_items(ROOT / path)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=list(SETS))
+    for name in parser.parse_args().sets:
+        items = read_items(ROOT / SETS[name])
         texts = [item.text for item in items]
-        labels = np.asarray([f"{item.tenant}/{item.topic}" for item in items])
+        labels = np.asarray([item.topic for item in items])
+        tenants = np.asarray([item.tenant for item in items])
         langs = np.asarray(languages(texts))
         kept = kept_embed(texts)
         shipped, leaf_size = shipped_figures(items)
@@ -91,13 +105,12 @@ def main() -> None:
             if len(rows) < 20:
                 continue
             language = shipped["by_language"][lang]
-            leaves = max(2, round(len(rows) / leaf_size))
             print(json.dumps({
-                "set": name, "language": lang, "memories": len(rows), "labels": len(set(labels[rows])),
-                "clusters": leaves,
+                "set": name, "language": lang, "memories": len(rows), "labels": len(set(zip(tenants[rows], labels[rows], strict=True))),
+                "tenants": len(set(tenants[rows])), "clusters": round(len(rows) / leaf_size),
                 "encoder": figures(np.stack(in_spaces([ENCODER_SPACES[lang]] * len(rows), [None] * len(rows),
-                                                      list(kept[rows]))), labels[rows], leaves),
-                "e5": figures(kept[rows][:, :E5_DIMENSION], labels[rows], leaves),
+                                                      list(kept[rows]))), labels[rows], tenants[rows], leaf_size),
+                "e5": figures(kept[rows][:, :E5_DIMENSION], labels[rows], tenants[rows], leaf_size),
                 "shipped": {"purity": language["purity"], "placed": language["placed"]}}), flush=True)
     sample = [json.loads(line) for line in (ROOT / "data/eval/fresh2/reader_sample.jsonl").open(encoding="utf-8")]
     agreed = sum(row["topic"] == row["reader_topic"] for row in sample)
