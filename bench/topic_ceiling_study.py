@@ -1,6 +1,6 @@
 """How far topic purity can go with the vectors memtend can run offline (diagnostic; chooses nothing).
 
-    python bench/topic_ceiling_study.py [--sets fresh2 locomo_heldout]   # ~4 min for all five sets
+    python bench/topic_ceiling_study.py [--sets fresh2 locomo_heldout]   # ~5 min for all six sets
 
 One JSON line per labeled set and language, in the space its topics are placed in by default (the
 language's topic encoder) and in plain multilingual-e5 ``query:`` space; each tenant is measured on
@@ -13,7 +13,7 @@ its own, as placement plans it, and the figures are pooled by memories:
   many clusters as the shipped placement's mean leaf topic size gives (no batches, 100 % placed);
 - ``shipped``: the shipped placement's purity / share placed (``memtend eval-topics``, defaults).
 
-``reader`` is the share of a random sample (``data/eval/fresh2/reader_sample.jsonl``) that a careful
+``reader`` is the share of a random sample (``reader_sample.jsonl`` beside a set) that a careful
 reader, given only the profile and the themes' one-line scopes, put under the writers' label.
 """
 
@@ -34,7 +34,7 @@ from mem_assets.reorg.vectors import E5_DIMENSION, ENCODER_SPACES, in_spaces, ke
 from mem_resources.embedder import HashingEmbedder, normalize_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-SETS = {"fresh2": "data/eval/fresh2/topics.jsonl", "fresh": "data/eval/fresh/topics.jsonl",
+SETS = {"fresh3": "data/eval/fresh3/topics.jsonl", "fresh2": "data/eval/fresh2/topics.jsonl", "fresh": "data/eval/fresh/topics.jsonl",
         "synthetic": "data/eval/topics.jsonl", "locomo_tune": "data/eval/locomo/topics_tune.jsonl",
         "locomo_heldout": "data/eval/locomo/topics_heldout.jsonl"}
 
@@ -92,7 +92,8 @@ def shipped_figures(items: list[EvalItem]) -> tuple[dict[str, Any], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=list(SETS))
-    for name in parser.parse_args().sets:
+    chosen = parser.parse_args().sets
+    for name in chosen:
         items = read_items(ROOT / SETS[name])
         texts = [item.text for item in items]
         labels = np.asarray([item.topic for item in items])
@@ -112,9 +113,13 @@ def main() -> None:
                                                       list(kept[rows]))), labels[rows], tenants[rows], leaf_size),
                 "e5": figures(kept[rows][:, :E5_DIMENSION], labels[rows], tenants[rows], leaf_size),
                 "shipped": {"purity": language["purity"], "placed": language["placed"]}}), flush=True)
-    sample = [json.loads(line) for line in (ROOT / "data/eval/fresh2/reader_sample.jsonl").open(encoding="utf-8")]
-    agreed = sum(row["topic"] == row["reader_topic"] for row in sample)
-    print(json.dumps({"reader": {"sample": len(sample), "agreed": agreed, "share": round(agreed / len(sample), 3)}}))
+    for name in chosen:
+        path = (ROOT / SETS[name]).with_name("reader_sample.jsonl")
+        if path.exists():
+            sample = [json.loads(line) for line in path.open(encoding="utf-8")]
+            agreed = sum(row["topic"] == row["reader_topic"] for row in sample)
+            print(json.dumps({"set": name, "reader": {"sample": len(sample), "agreed": agreed,
+                                                      "share": round(agreed / len(sample), 3)}}))
 
 
 if __name__ == "__main__":
