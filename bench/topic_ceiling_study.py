@@ -13,6 +13,9 @@ its own, as placement plans it, and the figures are pooled by memories:
   many clusters as the shipped placement's mean leaf topic size gives (no batches, 100 % placed);
 - ``shipped``: the shipped placement's purity / share placed (``memtend eval-topics``, defaults).
 
+The centroid and nearest figures are taken in the raw space; ``topic_threshold_study.ceiling``
+takes the same two in placement's tenant-centred space (within ±0.02 of these on the fresh sets).
+
 ``reader`` is the share of a random sample (``reader_sample.jsonl`` beside a set) that a careful
 reader, given only the profile and the themes' one-line scopes, put under the writers' label.
 """
@@ -22,12 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
-from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, read_items
+from mem_assets.reorg.clustering import purity
+from mem_assets.reorg.evaluation import EvalItem, TopicReport, evaluate_topics, read_items
 from mem_assets.reorg.placement import PlacementParams
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.vectors import E5_DIMENSION, ENCODER_SPACES, in_spaces, kept_embed
@@ -37,11 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = {"fresh3": "data/eval/fresh3/topics.jsonl", "fresh2": "data/eval/fresh2/topics.jsonl", "fresh": "data/eval/fresh/topics.jsonl",
         "synthetic": "data/eval/topics.jsonl", "locomo_tune": "data/eval/locomo/topics_tune.jsonl",
         "locomo_heldout": "data/eval/locomo/topics_heldout.jsonl"}
-
-
-def purity(labels: np.ndarray, clusters: np.ndarray) -> float:
-    return float(sum(np.unique(labels[clusters == c], return_counts=True)[1].max() for c in np.unique(clusters))
-                 / len(labels))
 
 
 def centroid_accuracy(vectors: np.ndarray, labels: np.ndarray) -> float:
@@ -77,16 +75,16 @@ def figures(vectors: np.ndarray, labels: np.ndarray, tenants: np.ndarray, leaf_s
                                            metric="cosine", linkage="average").fit_predict(part)
         sums["centroid"] += centroid_accuracy(part, own) * len(rows)
         sums["nearest"] += nearest_agreement(part, own) * len(rows)
-        sums["linkage"] += purity(own, clusters) * len(rows)
+        sums["linkage"] += purity([np.flatnonzero(clusters == c) for c in np.unique(clusters)], own) * len(rows)
     return {name: round(total / len(labels), 3) for name, total in sums.items()}
 
 
-def shipped_figures(items: list[EvalItem]) -> tuple[dict[str, Any], float]:
+def shipped_figures(items: list[EvalItem]) -> tuple[TopicReport, float]:
     """The shipped placement's figures (defaults; the embedder's own space is unused by them), and
     its mean leaf topic size."""
     report = evaluate_topics(items, HashingEmbedder(), PlacementParams())
     placed = sum(f.memories * f.placed for f in report.by_language.values())
-    return report.model_dump(), placed / max(report.sub_topics, 1)
+    return report, placed / max(report.sub_topics, 1)
 
 
 def main() -> None:
@@ -105,14 +103,14 @@ def main() -> None:
             rows = np.flatnonzero(langs == lang)
             if len(rows) < 20:
                 continue
-            language = shipped["by_language"][lang]
+            language = shipped.by_language[lang]
             print(json.dumps({
                 "set": name, "language": lang, "memories": len(rows), "labels": len(set(zip(tenants[rows], labels[rows], strict=True))),
                 "tenants": len(set(tenants[rows])), "clusters": round(len(rows) / leaf_size),
                 "encoder": figures(np.stack(in_spaces([ENCODER_SPACES[lang]] * len(rows), [None] * len(rows),
                                                       list(kept[rows]))), labels[rows], tenants[rows], leaf_size),
                 "e5": figures(kept[rows][:, :E5_DIMENSION], labels[rows], tenants[rows], leaf_size),
-                "shipped": {"purity": language["purity"], "placed": language["placed"]}}), flush=True)
+                "shipped": {"purity": language.purity, "placed": language.placed}}), flush=True)
     for name in chosen:
         path = (ROOT / SETS[name]).with_name("reader_sample.jsonl")
         if path.exists():
