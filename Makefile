@@ -12,7 +12,7 @@ setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml postgresql
 
 # Debian's PostgreSQL server binaries (initdb, pg_ctl) for the Postgres-backed Dagster instance
 # test and `make postgres-up`. No system cluster is created or started: the project runs its own
-# (mem_resources/local_postgres.py).
+# (mem_resources/local_servers/postgres.py).
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 postgresql:
 	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; then :; \
@@ -51,19 +51,19 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	cp dagster.yaml $@
 
 neo4j-up: setup
-	$(PY) -m mem_resources.local_neo4j up
+	$(PY) -m mem_resources.local_servers.neo4j up
 
 neo4j-down:
-	$(PY) -m mem_resources.local_neo4j down
+	$(PY) -m mem_resources.local_servers.neo4j down
 
 neo4j-status:
-	$(PY) -m mem_resources.local_neo4j status
+	$(PY) -m mem_resources.local_servers.neo4j status
 
 postgres-up: setup
-	$(PY) -m mem_resources.local_postgres up
+	$(PY) -m mem_resources.local_servers.postgres up
 
 postgres-down:
-	$(PY) -m mem_resources.local_postgres down
+	$(PY) -m mem_resources.local_servers.postgres down
 
 demo: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
@@ -77,11 +77,11 @@ TEST_WORKERS ?= 2
 # The local server is started once for both parts (and stopped after, unless it was already up).
 test: setup
 	$(VENV)/bin/ruff check --quiet .
-	@if [ -n "$$NEO4J_URI" ] || $(PY) -m mem_resources.local_neo4j status >/dev/null 2>&1; then own=0; \
-	else $(PY) -m mem_resources.local_neo4j up >/dev/null || exit 1; own=1; fi; \
+	@if [ -n "$$NEO4J_URI" ] || $(PY) -m mem_resources.local_servers.neo4j status >/dev/null 2>&1; then own=0; \
+	else $(PY) -m mem_resources.local_servers.neo4j up >/dev/null || exit 1; own=1; fi; \
 	rc=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" || rc=$$?; \
 	[ $$rc -ne 0 ] || $(PY) -m pytest -m serial || rc=$$?; \
-	[ $$own -eq 0 ] || $(PY) -m mem_resources.local_neo4j down >/dev/null; exit $$rc
+	[ $$own -eq 0 ] || $(PY) -m mem_resources.local_servers.neo4j down >/dev/null; exit $$rc
 
 ui: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \

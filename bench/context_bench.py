@@ -25,13 +25,13 @@ from pathlib import Path
 
 from measure import PeakRss, drop_bench_tenant
 
-from mem_assets.context_graph import schema_doc
+from mem_assets.context_graph import schema_export as schema_doc
 from mem_assets.context_graph.loading import ingest_context
 from mem_assets.context_graph.records import ContextConfig, TenantContext
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.ingest.loading import ingest_tenant
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.inbox import InboxResource
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 

@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.dedup.candidates import HASHING_THRESHOLD
-from mem_assets.dedup.judge_model import predict
-from mem_assets.dedup.judges import OfflineJudge
+from mem_assets.dedup.offline_judge_model import predict
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_assets.resources import build_embedder
 from mem_resources.embedder import EmbedderResource, hashing_embed
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import payload_hash
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings

@@ -27,16 +27,16 @@ from pathlib import Path
 
 from measure import PeakRss, drop_bench_tenant, measured, raw_create_seconds
 
+from mem_assets.ingest import queries as ingest_queries
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.ingest.loading import ingest_tenant
+from mem_assets.ingest.memory_nodes import build_nodes, plan
+from mem_assets.ingest.parsing import MemoryItemIn
 from mem_assets.resources import build_embedder
-from mem_resources import memory_queries
 from mem_resources.embedder import EmbedderResource
-from mem_resources.inbox import InboxResource
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import utc_now
-from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.parsing import MemoryItemIn
 from mem_resources.settings import load_settings
 
 RAW_CREATE = ("UNWIND $rows AS row CREATE (m:Node:MemoryItem) SET m = row.props, "
@@ -66,7 +66,7 @@ def raw_write_seconds(neo4j: Neo4jResource, path: Path, tenant: str, batch_size:
     def flush() -> float:
         planned = plan(tenant, batch)
         nodes = build_nodes(tenant, planned, embedder.embed([p.item.memory for p in planned]), utc_now())
-        return raw_create_seconds(neo4j, memory_queries.wire_rows(nodes), len(nodes), RAW_CREATE)
+        return raw_create_seconds(neo4j, ingest_queries.wire_rows(nodes), len(nodes), RAW_CREATE)
 
     with path.open(encoding="utf-8") as handle:
         for line in handle:

@@ -9,7 +9,7 @@ WordLlama cosine, as the candidate search does, so a text sits in several pairs.
    ``--accurate-pairs`` pairs;
 2. the fast model's work split by stage, cold again: parse, embed, feature rows, tree predict;
 3. ``judging.build_requests`` over those pairs as a frame;
-4. with ``--gate-pairs FILE`` (labeled pairs as ``memtend eval-judge`` reads them, e.g. data/judge/locomo/train.jsonl:
+4. with ``--gate-pairs FILE`` (labeled pairs as ``memtend eval-judge`` reads them, e.g. research/data/judge/locomo/train.jsonl:
    real conversations, where the gate fires far more than on the bench's template texts): the
    accurate judge behind the shipped e5 gate and behind ``--baseline-bound``, cold each time, twice.
 
@@ -35,10 +35,11 @@ from measure import measured
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mem_assets.dedup import judge_model, pair_features
+from mem_assets.dedup import offline_judge_features as pair_features
+from mem_assets.dedup import offline_judge_model as judge_model
 from mem_assets.dedup.evaluation import read_pairs
-from mem_assets.dedup.judging import build_requests
-from mem_assets.dedup.pair_features import PairFeaturizer, parse
+from mem_assets.dedup.judgment_cache import build_requests
+from mem_assets.dedup.offline_judge_features import PairFeaturizer, parse
 from mem_resources.embedder import wordllama_embed
 
 

@@ -29,12 +29,12 @@ from measure import drop_bench_tenant
 
 from mem_assets.context_graph.resources import ContextProfiles
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
-from mem_assets.dedup.judges import OpenAIJudge
+from mem_assets.dedup.pair_judge import OpenAIJudge
 from mem_assets.ingest.assets import memory_items
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.resources import build_embedder
-from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 from tests.support.fake_openai import chat_answer, fake_openai_server

@@ -29,7 +29,7 @@ import numpy as np
 from measure import PeakRss
 
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,

@@ -14,8 +14,8 @@ from typing import Self
 import numpy as np
 import psutil
 
+from mem_resources.constraints import TENANT_SCOPED_LABELS
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.schema import TENANT_SCOPED_LABELS
 
 
 class PeakRss:

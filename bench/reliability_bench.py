@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from measure import drop_bench_tenant
 
-from mem_assets.lifecycle import archive
+from mem_assets.ingest.text_input import clean_text
+from mem_assets.lifecycle import backup_files as archive
 from mem_assets.lifecycle.operations import open_verified
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
-from mem_resources.text_input import clean_text
 from tests.support.planted_corpus import planted_items, write_planted_inbox
 
 ROOT = Path(__file__).resolve().parents[1]

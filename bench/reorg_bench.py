@@ -38,7 +38,7 @@ from mem_assets.reorg.hierarchy import TopicWriter, load_candidates, tidy_topics
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.vectors import SHIPPED_PARAMS, TopicVectorsResource
 from mem_resources.embedder import WordLlamaEmbedder
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,

@@ -29,7 +29,7 @@ import dagster as dg
 from measure import drop_bench_tenant
 from reorg_bench import _setup
 
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 

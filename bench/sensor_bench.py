@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from measure import drop_bench_tenant, raw_create_seconds
 
 from mem_assets.dedup import queries
-from mem_resources.local_neo4j import ensure_neo4j_uri
+from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 

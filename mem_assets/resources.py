@@ -13,8 +13,9 @@ from typing import Any
 import dagster as dg
 
 from mem_assets.context_graph.resources import ContextProfiles
-from mem_assets.dedup.judges import JudgeResource, OfflineJudge, OpenAIJudge
-from mem_assets.lifecycle.storage import BackupStorage
+from mem_assets.dedup.pair_judge import JudgeResource, OfflineJudge, OpenAIJudge
+from mem_assets.ingest.inbox import InboxResource
+from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.reorg.summarizers import (
     ExtractiveSummarizer,
     LLMSummarizer,
@@ -27,7 +28,6 @@ from mem_resources.embedder import (
     OpenAIEmbedder,
     WordLlamaEmbedder,
 )
-from mem_resources.inbox import InboxResource
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import Settings

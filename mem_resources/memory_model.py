@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 ID_PREFIX = "mem:"
+#: Joins the parts of a memory's ``arrival`` (ingest stamp, file, line): sortable as a string.
+ARRIVAL_SEPARATOR = "|"
 
 
 class MemoryType(StrEnum):

@@ -10,8 +10,8 @@ from dagster import ConfigurableResource, InitResourceContext
 from neo4j import Driver, GraphDatabase, NotificationDisabledClassification, Session
 from pydantic import PrivateAttr
 
-from mem_resources import schema
-from mem_resources.local_neo4j import LocalNeo4jSettings, up
+from mem_resources import constraints as schema
+from mem_resources.local_servers.neo4j import LocalNeo4jSettings, up
 from mem_resources.settings import DEFAULT_DIMENSIONS, DEFAULT_TTL_S, DEFAULT_WAIT_S, Settings
 from mem_resources.tenant_lock import LOCK_HOLDER_TAG, TenantLease
 from mem_resources.tenants import is_valid_tenant

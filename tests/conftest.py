@@ -13,13 +13,13 @@ from filelock import FileLock
 
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.evaluation import evaluate, read_pairs
-from mem_assets.dedup.judges import OfflineJudge
-from mem_resources import local_neo4j
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_resources.embedder import WordLlamaEmbedder
+from mem_resources.local_servers import neo4j as local_neo4j
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 
-JUDGE_HELDOUT = Path(__file__).resolve().parents[1] / "data" / "judge" / "heldout.jsonl"
+JUDGE_HELDOUT = Path(__file__).resolve().parents[1] / "research" / "data" / "judge" / "heldout.jsonl"
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,8 +13,9 @@ import dagster as dg
 import pytest
 import yaml
 
-from mem_assets.lifecycle import archive
-from mem_assets.lifecycle.archive import BackupError
+from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle.backup_files import BackupError
+from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.lifecycle.jobs import backup_tenant_job, nightly_backups
 from mem_assets.lifecycle.operations import (
     InconsistentRead,
@@ -24,7 +25,6 @@ from mem_assets.lifecycle.operations import (
     restore_tenant,
 )
 from mem_assets.lifecycle.queries import KEY_LABELS
-from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.dagster_server import ROOT
 from tests.support.lifecycle import counts, graph_digest, seed_tenant

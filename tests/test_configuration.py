@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from mem_assets.cli import app
 from mem_assets.definitions import build_definitions
-from mem_resources import schema
+from mem_resources import constraints as schema
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import Settings
 from tests.support.lifecycle import seed_tenant

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from mem_assets.context_graph import schema_doc
+from mem_assets.context_graph import schema_export as schema_doc
 from mem_assets.context_graph.loading import (
     ContextIngestReport,
     ParsedRecord,

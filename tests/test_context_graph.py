@@ -21,8 +21,8 @@ from mem_assets.context_graph.records import (
     context_memory_id,
 )
 from mem_assets.context_graph.sensors import build_context_inbox_sensor
+from mem_assets.ingest.inbox import InboxResource
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.inbox import InboxResource
 from mem_resources.memory_model import display_name
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.context_sample import context_run_config, load_sample

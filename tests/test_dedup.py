@@ -15,9 +15,9 @@ import pytest
 from mem_assets.dedup import queries
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.dedup.checks import dedup_checks
-from mem_assets.dedup.judges import JudgeResource, OfflineJudge, OpenAIJudge
+from mem_assets.dedup.pair_judge import JudgeResource, OfflineJudge, OpenAIJudge
 from mem_assets.dedup.sensors import build_dedup_sensor
-from mem_resources import memory_queries
+from mem_assets.ingest import queries as ingest_queries
 from mem_resources.embedder import E5_PASSAGE_SPACE, HashingEmbedder, e5_embed
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.memory_model import (
@@ -48,7 +48,7 @@ def write_items(neo4j: Neo4jResource, tenant: str, texts: list[str], memory_type
             user_name=tenant, memory_type=memory_type, created_at=at, updated_at=at, payload_hash=h,
             embedding=vector.tolist(), sources=[SourceMessage(role="user", content=text)])))
     with neo4j.session() as session:
-        session.execute_write(memory_queries.write_memories, tenant, items)
+        session.execute_write(ingest_queries.write_memories, tenant, items)
     return [item.id for item in items]
 
 

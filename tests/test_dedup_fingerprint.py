@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mem_assets.dedup import judge_model
+from mem_assets.dedup import offline_judge_model as judge_model
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
-from mem_assets.dedup.judges import OfflineJudge
-from mem_resources import memory_queries
+from mem_assets.dedup.pair_judge import OfflineJudge
+from mem_assets.ingest import queries as ingest_queries
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.memory_model import (
     MemoryItem,
@@ -100,7 +100,7 @@ def write(neo4j: Neo4jResource, embedder: WordLlamaEmbedder, texts: list[str], s
             user_name=TENANT, created_at=at, updated_at=at, payload_hash=digest,
             embedding=vector.tolist())))
     with neo4j.session() as session:
-        session.execute_write(memory_queries.write_memories, TENANT, items)
+        session.execute_write(ingest_queries.write_memories, TENANT, items)
         if checked:
             session.run("MATCH (n:MemoryItem {user_name: $t}) SET n.dedup_checked_at = datetime()",
                         t=TENANT).consume()

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from mem_assets.resources import build_chat, build_embedder, build_neo4j
-from mem_resources import bge, local_postgres
-from mem_resources.local_postgres import LocalPostgres, LocalPostgresError
+from mem_resources import bge
+from mem_resources.local_servers import postgres as local_postgres
+from mem_resources.local_servers.postgres import LocalPostgres, LocalPostgresError
 from mem_resources.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from mem_assets.context_graph.resources import ContextProfiles
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
-from mem_assets.dedup.judges import OfflineJudge
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_assets.definitions import tenant_pipeline
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.reorg import queries
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.vectors import TopicVectorsResource
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.table_io import TableIOManager
 from tests.support.pipeline import materialize_partition

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from mem_assets.cli import app
 from mem_assets.dedup.evaluation import evaluate, read_pairs
-from mem_assets.dedup.judges import OfflineJudge
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_resources.embedder import HashingEmbedder
 from tests.support.fake_openai import chat_answer, fake_openai_server
 
-HELDOUT = Path(__file__).resolve().parents[1] / "data" / "judge" / "heldout.jsonl"
+HELDOUT = Path(__file__).resolve().parents[1] / "research" / "data" / "judge" / "heldout.jsonl"
 NO_NEO4J = "bolt://127.0.0.1:9"  # nothing listens: the command must not need the graph
 
 

@@ -9,10 +9,11 @@ import dagster as dg
 import pytest
 from typer.testing import CliRunner
 
-from mem_assets.context_graph import queries, schema_doc
+from mem_assets.context_graph import queries
+from mem_assets.context_graph import schema_export as schema_doc
 from mem_assets.context_graph.assets import SCHEMA_CHECK, graph_schema
 from mem_assets.context_graph.cli import app
-from mem_resources.schema import TENANT_SCOPED_LABELS
+from mem_resources.constraints import TENANT_SCOPED_LABELS
 from tests.support.context_sample import load_sample
 from tests.support.pipeline import base_resources, materialize_partition
 

@@ -16,12 +16,12 @@ from mem_assets.context_graph.assets import context_graph
 from mem_assets.context_graph.records import ContextConfig, TenantContext
 from mem_assets.dedup.sensors import build_dedup_sensor
 from mem_assets.ingest.assets import memory_items
+from mem_assets.ingest.inbox import InboxResource, Rejection
 from mem_assets.ingest.sensors import build_inbox_sensor
+from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.lifecycle.cli import app as lifecycle_cli
 from mem_assets.lifecycle.jobs import backup_tenant_job
 from mem_assets.lifecycle.operations import backup_tenant, restore_tenant
-from mem_assets.lifecycle.storage import BackupStorage
-from mem_resources.inbox import InboxResource, Rejection
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.tenants import InvalidTenant, OutsideRoot
 from tests.support.lifecycle import seed_tenant

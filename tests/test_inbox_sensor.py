@@ -9,8 +9,8 @@ from pathlib import Path
 import dagster as dg
 
 from mem_assets.ingest.assets import memory_items
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.ingest.sensors import build_inbox_sensor
-from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.pipeline import (
     base_resources,

@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from mem_assets.ingest import queries as ingest_queries
 from mem_assets.ingest.assets import memory_items
 from mem_resources import memory_queries
 from mem_resources.neo4j_resource import Neo4jResource
@@ -170,7 +171,7 @@ def test_memory_round_trips_nested_metadata_exactly(neo4j, tenant):
                                  archived_memory_id="mem:old", memory="旧的", created_at=T0)],
     ))
     with neo4j.session() as session:
-        session.execute_write(memory_queries.write_memories, tenant, [item])
+        session.execute_write(ingest_queries.write_memories, tenant, [item])
         [back] = session.execute_read(memory_queries.read_memories, tenant, [item.id])
     assert back == item
     assert back.metadata.sources[1].model_extra == {"page": 3}
@@ -181,4 +182,4 @@ def test_writes_for_another_tenant_are_refused(neo4j, tenant):
     stray = MemoryItem(id="mem:stray", memory="x", metadata=MemoryMetadata(
         user_name="someone_else", payload_hash="0" * 32, created_at=T0, updated_at=T0))
     with neo4j.session() as session, pytest.raises(ValueError, match="another tenant"):
-        session.execute_write(memory_queries.write_memories, tenant, [stray])
+        session.execute_write(ingest_queries.write_memories, tenant, [stray])

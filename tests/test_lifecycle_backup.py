@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.lifecycle import archive
-from mem_assets.lifecycle.archive import BackupError
+from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle.backup_files import BackupError
 from mem_assets.lifecycle.operations import (
     LifecycleError,
     backup_tenant,

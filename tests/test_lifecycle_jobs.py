@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from mem_assets.dedup.assets import dedup_candidates
 from mem_assets.definitions import defs
 from mem_assets.ingest.assets import memory_items
-from mem_assets.lifecycle import archive
+from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.lifecycle.cli import app
 from mem_assets.lifecycle.jobs import (
     backup_tenant_job,
@@ -22,7 +23,6 @@ from mem_assets.lifecycle.jobs import (
     soft_delete_job,
     undelete_job,
 )
-from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.table_io import TableIOManager
 from tests.support.lifecycle import counts, graph_digest, seed_tenant

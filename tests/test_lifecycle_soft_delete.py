@@ -7,14 +7,15 @@ from datetime import timedelta
 import pytest
 
 from mem_assets.dedup import queries as dedup_queries
+from mem_assets.ingest import queries as ingest_queries
+from mem_assets.ingest.memory_nodes import build_nodes, plan
+from mem_assets.ingest.parsing import MemoryItemIn
 from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
 from mem_assets.reorg import queries as reorg_queries
 from mem_resources import memory_queries
 from mem_resources.embedder import hashing_embed
-from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.parsing import MemoryItemIn
 from tests.support.lifecycle import T0, graph_digest, seed_tenant
 
 
@@ -89,7 +90,7 @@ def test_soft_deleted_memories_are_invisible_to_the_pipeline_reads(neo4j: Neo4jR
     planned = plan(tenant, items)
     nodes = build_nodes(tenant, planned, hashing_embed([p.item.memory for p in planned], neo4j.embedding_dimension), T0)
     with neo4j.session() as session:
-        session.execute_write(memory_queries.write_memories, tenant, nodes)
+        session.execute_write(ingest_queries.write_memories, tenant, nodes)
     doomed = planned[2]
     soft_delete_memories(neo4j, tenant, [doomed.node_id], MemoryFilter())
 
@@ -99,9 +100,9 @@ def test_soft_deleted_memories_are_invisible_to_the_pipeline_reads(neo4j: Neo4jR
         assert by_status[("LongTermMemory", "memory", "deleted")] == 1
         assert by_status[("WorkingMemory", "memory", "deleted")] == 1
         # Trimming to one working node archives only activated ones: the deleted twin stays deleted.
-        assert session.execute_write(memory_queries.trim_working_memory, tenant, 1, T0) == 1
+        assert session.execute_write(ingest_queries.trim_working_memory, tenant, 1, T0) == 1
         # Ingesting the same text again leaves the deleted node deleted.
-        assert session.execute_write(memory_queries.write_memories, tenant, nodes) == 0
+        assert session.execute_write(ingest_queries.write_memories, tenant, nodes) == 0
     status = _status(neo4j, tenant)
     assert status[doomed.node_id][0] == "deleted"
     assert status[doomed.working_id][0] == "deleted"
@@ -117,7 +118,7 @@ def test_soft_deleted_memories_are_invisible_to_dedup_and_reorg_reads(neo4j: Neo
     planned = plan(tenant, items)
     vectors = hashing_embed([p.item.memory for p in planned], neo4j.embedding_dimension)
     with neo4j.session() as session:
-        session.execute_write(memory_queries.write_memories, tenant,
+        session.execute_write(ingest_queries.write_memories, tenant,
                               build_nodes(tenant, planned, vectors, T0))
     doomed, twin_text = planned[1], planned[0]
     soft_delete_memories(neo4j, tenant, [doomed.node_id], MemoryFilter())

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from mem_assets.dedup.judge_requests import JudgeRequest, MemoryRef
-from mem_assets.dedup.judges import OpenAIJudge
-from mem_assets.dedup.prompts import DATA_NOT_INSTRUCTIONS
+from mem_assets.dedup.llm_judge_prompts import DATA_NOT_INSTRUCTIONS
+from mem_assets.dedup.llm_judge_requests import JudgeRequest, MemoryRef
+from mem_assets.dedup.pair_judge import OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
 from tests.support.fake_openai import Raw, Truncated, chat_answer, fake_openai_server
 from tests.test_dedup import metadata, nodes, run_dedup, write_items

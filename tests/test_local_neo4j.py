@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mem_resources import local_neo4j
-from mem_resources.local_neo4j import LocalNeo4jError, LocalNeo4jSettings
+from mem_resources.local_servers import neo4j as local_neo4j
+from mem_resources.local_servers.neo4j import LocalNeo4jError, LocalNeo4jSettings
 from mem_resources.settings import load_settings
 from tests.support.dagster_server import free_port
 

@@ -18,8 +18,8 @@ import dagster as dg
 import pytest
 
 from mem_assets.definitions import tenant_pipeline
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.resources import build_resources
-from mem_resources.inbox import InboxResource
 from mem_resources.memory_model import normalize_text
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import Settings

@@ -19,7 +19,7 @@ from neo4j import GraphDatabase
 
 from mem_assets.definitions import tenant_pipeline
 from mem_assets.resources import build_resources
-from mem_resources import local_neo4j
+from mem_resources.local_servers import neo4j as local_neo4j
 from mem_resources.settings import load_settings
 from tests.support.dagster_server import MODEL_FREE_ENV, free_port
 from tests.support.pipeline import materialize_partition

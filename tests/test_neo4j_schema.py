@@ -5,8 +5,8 @@ import threading
 import pytest
 from neo4j.exceptions import Neo4jError
 
+from mem_resources.constraints import _STATEMENTS, SchemaMismatchError
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.schema import _STATEMENTS, SchemaMismatchError
 
 #: Changes the database's indexes, which every other test relies on: runs alone (Makefile).
 pytestmark = pytest.mark.serial

@@ -17,8 +17,8 @@ import psycopg2
 import pytest
 from dagster_graphql import DagsterGraphQLClient
 
-from mem_resources import local_postgres
-from mem_resources.local_postgres import LocalPostgres
+from mem_resources.local_servers import postgres as local_postgres
+from mem_resources.local_servers.postgres import LocalPostgres
 from tests.support.dagster_server import MODEL_FREE_ENV, ROOT, dagster_webserver_and_daemon, free_port
 from tests.support.pipeline import node_count
 

@@ -10,10 +10,10 @@ import dagster as dg
 import yaml
 
 from mem_assets.dedup.assets import dedup_candidates, relation_judgments
-from mem_assets.dedup.judges import OpenAIJudge
+from mem_assets.dedup.pair_judge import OpenAIJudge
 from mem_assets.ingest.assets import memory_items
+from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.lifecycle.jobs import backup_tenant_job
-from mem_assets.lifecycle.storage import BackupStorage
 from mem_resources import progress
 from mem_resources.llm import OpenAIChatResource
 from tests.support.fake_openai import chat_answer, fake_openai_server
@@ -76,5 +76,5 @@ def test_warnings_of_project_loggers_reach_the_event_log(neo4j, tenant, tmp_path
         assert result.success
         records = [entry for entry in instance.all_logs(result.run_id)
                    if entry.user_message.startswith("Judge failed on")]
-    assert records, "the judge's warning (logger mem_assets.dedup.judges) is not in the event log"
+    assert records, "the judge's warning (logger mem_assets.dedup.pair_judge) is not in the event log"
     assert records[0].step_key == "relation_judgments"

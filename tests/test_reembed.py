@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from mem_assets.cli import app
-from mem_resources import schema
+from mem_resources import constraints as schema
+from mem_resources.constraints import SchemaMismatchError
 from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.schema import SchemaMismatchError
 from tests.support.lifecycle import seed_tenant
 
 #: Changes the database's indexes, which every other test relies on: runs alone (Makefile).

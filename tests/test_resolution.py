@@ -15,7 +15,7 @@ import pytest
 
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.dedup.checks import dedup_checks
-from mem_assets.dedup.judges import OpenAIJudge
+from mem_assets.dedup.pair_judge import OpenAIJudge
 from mem_assets.ingest.assets import memory_items
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.memory_model import memory_id, payload_hash

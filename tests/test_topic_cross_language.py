@@ -13,7 +13,7 @@ from mem_assets.reorg.vectors import COMBINED_SPACE, space_dimension
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import materialization_metadata, run_reorg, write_memories
 
-ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
+ITEMS = Path(__file__).resolve().parents[1] / "research" / "data" / "eval" / "topics.jsonl"
 THEMES = ("japan_trip", "dentist", "gardening", "sleep", "guitar")
 COMBINED_DIMENSION = space_dimension(COMBINED_SPACE, 0)
 

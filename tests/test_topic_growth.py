@@ -1,6 +1,6 @@
 """Topic trees grow with the tenant, through Dagster on the real Neo4j.
 
-Batch 1 of a few themes of the labeled set (data/eval/topics.jsonl) is ingested and reorganized;
+Batch 1 of a few themes of the labeled set (research/data/eval/topics.jsonl) is ingested and reorganized;
 batch 2 is ingested and reorganized; then dedup merges and supersedes placed memories, and a
 rebuild starts the tree over. The themes are ones the offline embedder tells apart well; how
 placement does on all 42 labels is what tests/unit/test_topic_eval.py measures.
@@ -17,10 +17,10 @@ import pytest
 
 from mem_assets.dedup import queries as dedup_queries
 from mem_assets.ingest.assets import memory_items
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_space import language
 from mem_resources import memory_queries
-from mem_resources.inbox import InboxResource
 from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.pipeline import materialize_partition, write_inbox_file
@@ -31,7 +31,7 @@ from tests.support.reorg_graph import (
     materialization_metadata,
 )
 
-ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
+ITEMS = Path(__file__).resolve().parents[1] / "research" / "data" / "eval" / "topics.jsonl"
 THEMES = ("japan_trip", "dentist", "gardening", "sleep", "guitar")
 
 

@@ -36,7 +36,7 @@ from tests.support.reorg_graph import (
     write_memories,
 )
 
-ITEMS = Path(__file__).resolve().parents[1] / "data" / "eval" / "topics.jsonl"
+ITEMS = Path(__file__).resolve().parents[1] / "research" / "data" / "eval" / "topics.jsonl"
 THEMES = ("tea", "calligraphy", "badminton")
 ENGLISH_THEMES = ("guitar", "gardening", "sleep")
 

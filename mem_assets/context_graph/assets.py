@@ -3,15 +3,15 @@ import json
 import dagster as dg
 from pydantic import Field
 
-from mem_assets.context_graph import schema_doc
+from mem_assets.context_graph import schema_export as schema_doc
 from mem_assets.context_graph.loading import ingest_context
 from mem_assets.context_graph.resources import ContextProfiles
+from mem_assets.ingest.inbox import InboxResource
+from mem_assets.ingest.run_config import WorkingMemoryConfig
 from mem_resources.embedder import EmbedderResource
-from mem_resources.inbox import InboxResource
 from mem_resources.metadata import change_marker, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
-from mem_resources.run_config import WorkingMemoryConfig
 from mem_resources.run_policy import NEO4J_WRITE_POOL, OWNERS
 
 SCHEMA_CHECK = "matches_reference_schema"

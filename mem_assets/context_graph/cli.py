@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from mem_assets.context_graph import schema_doc
+from mem_assets.context_graph import schema_export as schema_doc
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 

@@ -24,15 +24,15 @@ from mem_assets.context_graph.records import (
     add_record,
     owner_role,
 )
-from mem_resources import memory_queries
+from mem_assets.ingest import queries as ingest_queries
+from mem_assets.ingest.inbox import InboxFile, InboxResource, Rejection
+from mem_assets.ingest.ledger import ingest_new_files, record_skipped
+from mem_assets.ingest.memory_nodes import arrival, build_nodes, plan
+from mem_assets.ingest.parsing import RAW_PREVIEW_CHARS, MemoryItemIn, parse_jsonl
 from mem_resources.batching import chunks
 from mem_resources.embedder import EmbedderResource
-from mem_resources.inbox import InboxFile, InboxResource, Rejection
-from mem_resources.ledger import ingest_new_files, record_skipped
 from mem_resources.memory_model import SourceMessage, utc_now
-from mem_resources.memory_nodes import arrival, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.parsing import RAW_PREVIEW_CHARS, MemoryItemIn, parse_jsonl
 
 CONTEXT_FOLDER = "context"
 PREVIEW_ROWS = 10
@@ -103,7 +103,7 @@ def write_batch(tenant: str, records: list[ParsedRecord], file_name: str, profil
         return rejections
     planned = plan(tenant, [memory_input(record) for record in placed], arrivals)
     with neo4j.session() as session:
-        present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
+        present = session.execute_read(ingest_queries.existing_ids, tenant, [p.node_id for p in planned])
         fresh = [p for p in planned if p.node_id not in present]
         vectors = embedder.embed([p.item.memory for p in fresh])
         nodes = build_nodes(tenant, fresh, vectors, now)
@@ -148,5 +148,5 @@ def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource
     if report.new_memories:
         with neo4j.session() as session:
             report.working_trimmed = session.execute_write(
-                memory_queries.trim_working_memory, tenant, working_memory_capacity, now)
+                ingest_queries.trim_working_memory, tenant, working_memory_capacity, now)
     return report

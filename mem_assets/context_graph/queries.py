@@ -18,6 +18,7 @@ from typing import Any
 from neo4j import ManagedTransaction, Session
 
 from mem_assets.context_graph.records import ACTIVE, SUPERSEDED, ContextRows
+from mem_assets.ingest import queries as ingest_queries
 from mem_resources import memory_queries
 from mem_resources.memory_model import MemoryItem
 
@@ -146,7 +147,7 @@ def supersede_conflicting_claims(tx: ManagedTransaction, tenant: str, predicate_
 
 def _write(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem], rows: ContextRows,
            single_valued: list[str], now: datetime) -> WriteSummary:
-    created = memory_queries.write_memories(tx, tenant, nodes) if nodes else 0
+    created = ingest_queries.write_memories(tx, tenant, nodes) if nodes else 0
     for query, family in (
         (_MERGE_CHARACTERS, rows.characters), (_MERGE_USERS, rows.users),
         (_MERGE_AGENTS, rows.agents), (_MERGE_SCENES, rows.scenes),

@@ -26,13 +26,13 @@ from pydantic import (
     model_validator,
 )
 
+from mem_assets.ingest.text_input import Cleaned, Visible
 from mem_resources.memory_model import (
     MemoryType,
     memory_id,
     normalize_text,
     payload_hash,
 )
-from mem_resources.text_input import Cleaned, Visible
 
 #: Node type by id prefix (seed 002, "节点类型").
 NODE_TYPE_BY_PREFIX = {

@@ -3,9 +3,9 @@
 import dagster as dg
 
 from mem_assets.context_graph.loading import CONTEXT_FOLDER, ledger_key
-from mem_resources.automation import request_changed_tenants
-from mem_resources.inbox import InboxResource
-from mem_resources.ledger import not_yet_ingested
+from mem_assets.ingest.inbox import InboxResource
+from mem_assets.ingest.inbox_changes import request_changed_tenants
+from mem_assets.ingest.ledger import not_yet_ingested
 from mem_resources.neo4j_resource import Neo4jResource
 
 

@@ -7,11 +7,11 @@ import pandas as pd
 from pydantic import Field
 
 from mem_assets.dedup import queries
+from mem_assets.dedup.apply_resolutions import DONE, resolve_judgments
+from mem_assets.dedup.candidate_search import Search, search_candidates
 from mem_assets.dedup.candidates import default_threshold
-from mem_assets.dedup.judges import JudgeResource
-from mem_assets.dedup.judging import judge_pairs
-from mem_assets.dedup.resolution import DONE, resolve_judgments
-from mem_assets.dedup.searching import Search, search_candidates
+from mem_assets.dedup.judgment_cache import judge_pairs
+from mem_assets.dedup.pair_judge import JudgeResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, histogram, preview_table

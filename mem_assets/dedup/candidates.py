@@ -22,7 +22,7 @@ PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 #: "is single" scores 0.25), so it gets the highest 0.05 step that keeps every clear-cut
 #: redundant/contradictory pair of tests/data/labeled_pairs.jsonl; bench/dedup_bench.py prints
 #: that calibration. top_k bounds the judge's work either way.
-#: WordLlama: chosen on data/judge/train.jsonl only, the highest 0.05 step keeping >= 98% of the
+#: WordLlama: chosen on research/data/judge/train.jsonl only, the highest 0.05 step keeping >= 98% of the
 #: redundant and >= 94% of the contradictory training pairs as candidates (docs/dedup.md).
 NEURAL_THRESHOLD = 0.8
 HASHING_THRESHOLD = 0.2

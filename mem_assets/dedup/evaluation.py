@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mem_assets.dedup.candidates import NodeVectors, find_candidates
-from mem_assets.dedup.judges import JudgeResource
+from mem_assets.dedup.pair_judge import JudgeResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import normalize_text
 

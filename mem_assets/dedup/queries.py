@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
+from mem_resources.constraints import TENANT_SCOPED_LABELS, VECTOR_INDEX
 from mem_resources.embedder import stored_vector_key
 from mem_resources.memory_queries import Bulk, by_id, live_memory, memory_text
-from mem_resources.schema import TENANT_SCOPED_LABELS, VECTOR_INDEX
 
 WORKING = "WorkingMemory"
 LINEAGE_TYPES = ("MERGED_TO", "SUPERSEDED_BY")

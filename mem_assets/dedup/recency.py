@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from mem_resources.memory_model import MemoryItem
-from mem_resources.memory_nodes import ARRIVAL_SEPARATOR
+from mem_resources.memory_model import ARRIVAL_SEPARATOR, MemoryItem
 
 When = Literal["older", "newer", "same time"]
 

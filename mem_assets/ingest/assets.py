@@ -1,13 +1,13 @@
 import dagster as dg
 from pydantic import Field
 
+from mem_assets.ingest.inbox import InboxResource
 from mem_assets.ingest.loading import ingest_tenant
+from mem_assets.ingest.run_config import WorkingMemoryConfig
 from mem_resources.embedder import EmbedderResource
-from mem_resources.inbox import InboxResource
 from mem_resources.metadata import change_marker, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
-from mem_resources.run_config import WorkingMemoryConfig
 from mem_resources.run_policy import NEO4J_WRITE_POOL, OWNERS
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 from neo4j import ManagedTransaction
 
-from mem_resources import memory_queries
+from mem_assets.ingest import queries as ingest_queries
+from mem_assets.ingest.inbox import InboxFile, InboxResource, Rejection
+from mem_assets.ingest.ledger import ingest_new_files, record_skipped
+from mem_assets.ingest.memory_nodes import PlannedMemory, arrival, build_nodes, plan
+from mem_assets.ingest.parsing import ParsedLine, parse_lines
 from mem_resources.embedder import EmbedderResource
-from mem_resources.inbox import InboxFile, InboxResource, Rejection
-from mem_resources.ledger import ingest_new_files, record_skipped
 from mem_resources.memory_model import MemoryItem, utc_now
-from mem_resources.memory_nodes import PlannedMemory, arrival, build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.parsing import ParsedLine, parse_lines
 from mem_resources.progress import Progress, Sink, tracked
 
 PREVIEW_ROWS = 10
@@ -65,7 +65,7 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
     planned = plan(tenant, accepted, [arrival(now, file_name, entry.line) for entry in parsed])
     started = time.perf_counter()
     with neo4j.session() as session:
-        present = session.execute_read(memory_queries.existing_ids, tenant, [p.node_id for p in planned])
+        present = session.execute_read(ingest_queries.existing_ids, tenant, [p.node_id for p in planned])
     check_s = time.perf_counter() - started
     fresh = [p for p in planned if p.node_id not in present and p.node_id not in in_flight]
     vectors = embedder.embed([p.item.memory for p in fresh])
@@ -79,8 +79,8 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
 def _write_and_trim(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem],
                     working_memory_capacity: int, now: datetime) -> tuple[int, int]:
     """One transaction per chunk: working memory never exceeds capacity + one chunk."""
-    created = memory_queries.write_memories(tx, tenant, nodes)
-    return created, memory_queries.trim_working_memory(tx, tenant, working_memory_capacity, now)
+    created = ingest_queries.write_memories(tx, tenant, nodes)
+    return created, ingest_queries.trim_working_memory(tx, tenant, working_memory_capacity, now)
 
 
 def count_lines(path: Path) -> int:

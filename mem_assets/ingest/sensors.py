@@ -2,9 +2,9 @@
 
 import dagster as dg
 
-from mem_resources.automation import request_changed_tenants
-from mem_resources.inbox import InboxResource
-from mem_resources.ledger import not_yet_ingested
+from mem_assets.ingest.inbox import InboxResource
+from mem_assets.ingest.inbox_changes import request_changed_tenants
+from mem_assets.ingest.ledger import not_yet_ingested
 from mem_resources.neo4j_resource import Neo4jResource
 
 

@@ -21,7 +21,7 @@ from typing import Annotated, TypeVar
 import typer
 from dagster import DagsterInstance
 
-from mem_assets.lifecycle.archive import (
+from mem_assets.lifecycle.backup_files import (
     DEFAULT_KEEP_LAST,
     BackupError,
     BackupReader,

@@ -8,11 +8,11 @@ dropped tenant has no partition to restore into.
 import dagster as dg
 from pydantic import Field
 
-from mem_assets.lifecycle.archive import DEFAULT_KEEP_LAST, check_tenant, list_backups
+from mem_assets.lifecycle.backup_files import DEFAULT_KEEP_LAST, check_tenant, list_backups
+from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_assets.lifecycle.queries import MemoryFilter
 from mem_assets.lifecycle.soft_delete import soft_delete_memories, undelete_memories
-from mem_assets.lifecycle.storage import BackupStorage
 from mem_assets.lifecycle.tenant_records import forget_tenant
 from mem_resources.neo4j_resource import PARTITION_TAG, Neo4jResource
 from mem_resources.partitions import tenant_partitions

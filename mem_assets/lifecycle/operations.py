@@ -13,7 +13,8 @@ from typing import Any
 from neo4j import ManagedTransaction, Session
 
 from mem_assets.lifecycle import queries
-from mem_assets.lifecycle.archive import (
+from mem_assets.lifecycle.backup_codec import decode_properties, encode_properties
+from mem_assets.lifecycle.backup_files import (
     NODES,
     RELATIONSHIPS,
     BackupError,
@@ -24,7 +25,6 @@ from mem_assets.lifecycle.archive import (
     find_backup,
     rotate,
 )
-from mem_assets.lifecycle.codec import decode_properties, encode_properties
 from mem_resources.batching import chunks
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Progress, Sink, tracked
@@ -119,7 +119,7 @@ def _write_backup(neo4j: Neo4jResource, root: Path, tenant: str, page_size: int,
             raise LifecycleError(
                 f"{unaddressable} nodes of {tenant!r} have no key label "
                 f"({', '.join(queries.KEY_LABELS)}) or no string id; a backup could not restore "
-                "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/schema.py."
+                "them. Add their label to TENANT_SCOPED_LABELS in mem_resources/constraints.py."
             )
         read: set[tuple[str, str]] = set()
         pointed_at: set[tuple[str, str]] = set()

@@ -17,9 +17,9 @@ from typing import Any
 from neo4j import ManagedTransaction
 from pydantic import AwareDatetime, BaseModel, Field
 
+from mem_resources.constraints import TENANT_SCOPED_LABELS
 from mem_resources.memory_model import MemoryStatus
 from mem_resources.memory_queries import Bulk, by_id, quote_name
-from mem_resources.schema import TENANT_SCOPED_LABELS
 
 KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
 

@@ -76,7 +76,7 @@ class PlacementParams:
 E5_PARAMS = PlacementParams(place_similarity=0.25, place_margin=0.03, group_similarity=0.15,
                             merge_similarity=0.35, attach_similarity=0.10, attach_margin=0.05)
 #: Thresholds in the combined (topic encoder, e5 carried) space, with themed groups: the rule of
-#: bench/topic_tuned_space_rule.md on the tuning parts (docs/reorg.md, "Topic encoder").
+#: research/studies/topic_tuned_space_rule.md on the tuning parts (docs/reorg.md, "Topic encoder").
 COMBINED_PARAMS = PlacementParams(place_similarity=0.30, group_similarity=0.30, merge_similarity=0.50,
                                   min_cluster_size=2, theme_similarity=0.10, min_theme_size=4)
 
@@ -92,8 +92,8 @@ class CrossParams:
     place_margin: float = 0.05
 
 
-#: Chosen on the tuning parts with the topic encoder by bench/topic_tuned_space_rule.md (docs/reorg.md,
-#: "Topic encoder"; 0.25 before it, by bench/cross_language_rule.md).
+#: Chosen on the tuning parts with the topic encoder by research/studies/topic_tuned_space_rule.md (docs/reorg.md,
+#: "Topic encoder"; 0.25 before it, by research/studies/cross_language_rule.md).
 CROSS_PARAMS = CrossParams()
 
 

@@ -59,7 +59,7 @@ DEFAULT_E5_LANGUAGES: tuple[str, ...] = ()
 #: Placed in their encoder's space by default (``MEMTEND_TOPIC_COMBINED_LANGUAGES``).
 DEFAULT_COMBINED_LANGUAGES = ("en", "zh")
 #: Each space's shipped thresholds (run config ``memory_clusters`` overrides them per space; both
-#: encoder spaces take the ``combined_*`` ones: bench/topic_zh_encoder_rule.md chose them for Chinese too).
+#: encoder spaces take the ``combined_*`` ones: research/studies/topic_zh_encoder_rule.md chose them for Chinese too).
 SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS,
                   **dict.fromkeys(ENCODER_SPACES.values(), COMBINED_PARAMS)}
 

@@ -10,13 +10,13 @@ import pytz
 from neo4j.spatial import CartesianPoint, WGS84Point
 from neo4j.time import Date, DateTime, Duration, Time
 
-from mem_assets.lifecycle.codec import encode_properties
-from mem_resources import memory_queries
+from mem_assets.ingest import queries as ingest_queries
+from mem_assets.ingest.memory_nodes import build_nodes, plan
+from mem_assets.ingest.parsing import MemoryItemIn
+from mem_assets.lifecycle.backup_codec import encode_properties
 from mem_resources.embedder import hashing_embed
 from mem_resources.memory_model import MemoryType
-from mem_resources.memory_nodes import build_nodes, plan
 from mem_resources.neo4j_resource import Neo4jResource
-from mem_resources.parsing import MemoryItemIn
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 TEXTS = [
@@ -54,8 +54,8 @@ def seed_tenant(neo4j: Neo4jResource, tenant: str, memory_count: int = 12) -> No
     nodes = build_nodes(tenant, planned, hashing_embed([p.item.memory for p in planned], neo4j.embedding_dimension), T0)
     ids = [p.node_id for p in planned]
     with neo4j.session() as session:
-        session.execute_write(memory_queries.write_memories, tenant, nodes)
-        session.execute_write(memory_queries.record_ingested_files, tenant, [{
+        session.execute_write(ingest_queries.write_memories, tenant, nodes)
+        session.execute_write(ingest_queries.record_ingested_files, tenant, [{
             "sha256": "ab" * 32, "path": "/inbox/x.jsonl", "name": "x.jsonl", "ingested_at": T0}])
         session.run(
             """

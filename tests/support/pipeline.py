@@ -10,8 +10,8 @@ from typing import Any
 import dagster as dg
 
 from mem_assets.context_graph.resources import ContextProfiles
+from mem_assets.ingest.inbox import InboxResource
 from mem_resources.embedder import HashingEmbedder
-from mem_resources.inbox import InboxResource
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.table_io import TableIOManager
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.dedup.pair_features import ALIGNED_FEATURE_NAMES, aligned_row
+from mem_assets.dedup.offline_judge_features import ALIGNED_FEATURE_NAMES, aligned_row
 from mem_resources import bge
 from mem_resources.settings import DEFAULT_MODELS_DIR
 

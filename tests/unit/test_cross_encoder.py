@@ -1,4 +1,4 @@
-"""The accurate judge's cross-encoders (mem_assets/dedup/cross_encoder.py): the shipped ONNX files
+"""The accurate judge's cross-encoders (mem_assets/dedup/offline_judge_cross_encoder.py): the shipped ONNX files
 are the ones the judge's trees were trained with, they read pairs in the judge's order, and each
 pair reaches the cross-encoder of its language only."""
 
@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from mem_assets.dedup import cross_encoder, judge_model
-from mem_assets.dedup.pair_features import CROSS_FEATURE_NAMES
-from mem_assets.dedup.training import CLASSES
+from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
+from mem_assets.dedup import offline_judge_model as judge_model
+from mem_assets.dedup.offline_judge_features import CROSS_FEATURE_NAMES
 from mem_resources.settings import DEFAULT_MODELS_DIR
+from research.training.judge_trees import CLASSES
 
 
 def test_the_judge_names_each_shipped_cross_encoder_by_digest():

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
-from mem_assets.dedup.judges import OfflineJudge
-from mem_assets.dedup.planning import (
+from mem_assets.dedup.pair_judge import OfflineJudge
+from mem_assets.dedup.resolution_plan import (
     merged_id,
     merged_item,
     plan_resolutions,
@@ -88,8 +88,8 @@ def test_superseded_survivor_gains_history_and_version():
 
 
 def test_resolutions_sharing_a_node_run_in_order_in_separate_rounds():
-    from mem_assets.dedup.planning import MergePlan, SupersedePlan
-    from mem_assets.dedup.resolution import rounds
+    from mem_assets.dedup.apply_resolutions import rounds
+    from mem_assets.dedup.resolution_plan import MergePlan, SupersedePlan
 
     merges = [MergePlan("m1", ("a", "b"), "t", UpdateType.DUPLICATE, ""),
               MergePlan("m2", ("c", "d"), "t", UpdateType.DUPLICATE, "")]
@@ -106,7 +106,7 @@ def test_a_contradiction_of_one_moment_is_left_unresolved_with_its_reason():
 
 
 def test_contradictions_with_unrelated_partners_are_too_unsure_to_apply():
-    from mem_assets.dedup.planning import inconsistent_contradictions
+    from mem_assets.dedup.resolution_plan import inconsistent_contradictions
 
     # x is "contradicted" by y and z, which have nothing to do with each other: one judgment is wrong
     assert set(inconsistent_contradictions([("x", "y"), ("x", "z")], set())) == {("x", "y"), ("x", "z")}

@@ -6,16 +6,16 @@ from pathlib import Path
 import pytest
 
 from mem_assets.context_graph.records import ContextRecord
-from mem_resources.inbox import Rejection
-from mem_resources.parsing import (
+from mem_assets.ingest.inbox import Rejection
+from mem_assets.ingest.parsing import (
     MAX_NESTING_DEPTH,
     ParsedLine,
     nesting_depth,
     parse_jsonl,
     parse_lines,
 )
+from mem_assets.ingest.text_input import clean_text
 from mem_resources.tenants import InvalidTenant, is_valid_tenant, validate_tenant
-from mem_resources.text_input import clean_text
 
 
 def test_nesting_depth_ignores_brackets_inside_strings_and_stays_linear():

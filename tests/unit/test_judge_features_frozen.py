@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.dedup import judge_model
+from mem_assets.dedup import offline_judge_model as judge_model
 
-DATA = Path(__file__).parents[2] / "data" / "judge"
+DATA = Path(__file__).parents[2] / "research" / "data" / "judge"
 FEATURES_SHA256 = {"5543d136524d61e8ab0ca227c859ebdbcaee626678ee64bf303635bb4575e3f4",  # recorded at c440674
                    "b60f6370aaf1ea48f4060dbc89ee718355a5ab961031bc3e92765bbec1602163"}  # AMD EPYC, at 7cacb16
 LABELS_SHA256 = "cc6e054d661a29083f8ce55fb281130e1265bcd571dccae528c772fff3a9a485"

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mem_assets.dedup import cross_encoder, judge_model
-from mem_assets.dedup.judges import OfflineJudge
-from mem_assets.dedup.judging import judge_pairs
-from mem_assets.dedup.pair_features import PairFeaturizer
+from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
+from mem_assets.dedup import offline_judge_model as judge_model
+from mem_assets.dedup.judgment_cache import judge_pairs
+from mem_assets.dedup.offline_judge_features import PairFeaturizer
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.settings import DEFAULT_MODELS_DIR

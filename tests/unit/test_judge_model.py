@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 from sklearn.ensemble import GradientBoostingClassifier
 
-from mem_assets.dedup import cross_encoder, judge_model, training
+from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
+from mem_assets.dedup import offline_judge_model as judge_model
 from mem_assets.dedup.candidates import WORDLLAMA_THRESHOLD
 from mem_assets.dedup.evaluation import evaluate, read_pairs
-from mem_assets.dedup.judges import OfflineJudge
-from mem_assets.dedup.pair_features import (
+from mem_assets.dedup.offline_judge_features import (
     ALIGNED_FEATURE_NAMES,
     CROSS_FEATURE_NAMES,
     DEEP_FEATURE_NAMES,
@@ -36,6 +36,7 @@ from mem_assets.dedup.pair_features import (
     pair_features,
     parse,
 )
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_resources import bge
 from mem_resources.embedder import (
     HashingEmbedder,
@@ -44,8 +45,9 @@ from mem_resources.embedder import (
     wordllama_embed,
 )
 from mem_resources.settings import DEFAULT_MODELS_DIR
+from research.training import judge_trees as training
 
-DATA = Path(__file__).parents[2] / "data" / "judge"
+DATA = Path(__file__).parents[2] / "research" / "data" / "judge"
 
 
 def test_heldout_floors(judge_heldout_score):

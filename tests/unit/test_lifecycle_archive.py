@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.lifecycle import archive
-from mem_assets.lifecycle.archive import BackupError, BackupReader, BackupWriter
+from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle.backup_files import BackupError, BackupReader, BackupWriter
 
 KEYS = ("MemoryItem", "Topic")
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

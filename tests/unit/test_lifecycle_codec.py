@@ -6,7 +6,7 @@ import math
 import pytest
 from neo4j.time import DateTime
 
-from mem_assets.lifecycle.codec import (
+from mem_assets.lifecycle.backup_codec import (
     CodecError,
     decode_value,
     dumps_line,

@@ -5,8 +5,8 @@ quality is measured in test_judge_model.py."""
 from __future__ import annotations
 
 from mem_assets.dedup.informativeness import informativeness
-from mem_assets.dedup.judge_requests import JudgeRequest, MemoryRef
-from mem_assets.dedup.judges import REQUESTS_PER_BATCH, OfflineJudge
+from mem_assets.dedup.llm_judge_requests import JudgeRequest, MemoryRef
+from mem_assets.dedup.pair_judge import REQUESTS_PER_BATCH, OfflineJudge
 
 
 def test_judgments_carry_a_reason_and_count_calls():

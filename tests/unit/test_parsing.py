@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from mem_resources.inbox import Rejection
-from mem_resources.memory_nodes import plan
-from mem_resources.parsing import MemoryItemIn, ParsedLine, parse_lines
+from mem_assets.ingest.inbox import Rejection
+from mem_assets.ingest.memory_nodes import plan
+from mem_assets.ingest.parsing import MemoryItemIn, ParsedLine, parse_lines
 
 
 def test_parse_lines_streams_good_and_bad_lines_with_line_numbers(tmp_path: Path):

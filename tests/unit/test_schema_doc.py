@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mem_assets.context_graph.schema_doc import (
+from mem_assets.context_graph.schema_export import (
     REFERENCE_PATH,
     Severity,
     as_reference,

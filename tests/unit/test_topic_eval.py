@@ -1,9 +1,9 @@
 """Topic quality with the offline defaults (each language in its topic encoder's space, memories
 joining the other language's topic of their theme) on the hand-written bilingual set
-(data/eval/topics.jsonl), the first fresh set (data/eval/fresh/topics.jsonl), both tuning data and
+(research/data/eval/topics.jsonl), the first fresh set (research/data/eval/fresh/topics.jsonl), both tuning data and
 the Chinese encoder's training text; and on sets nobody tuned on: the real conversations'
-held-out split (data/eval/locomo/topics_heldout.jsonl), the second and third fresh sets
-(data/eval/fresh2/, data/eval/fresh3/topics.jsonl, each scored once unseen before its floors were set).
+held-out split (research/data/eval/locomo/topics_heldout.jsonl), the second and third fresh sets
+(research/data/eval/fresh2/, research/data/eval/fresh3/topics.jsonl, each scored once unseen before its floors were set).
 
 Floors sit a little under the figures measured with the default ``COMBINED_PARAMS`` in both
 encoder spaces and cross-language placement (``CROSS_PARAMS``; docs/reorg.md, "A Chinese topic
@@ -30,7 +30,7 @@ from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.vectors import kept_embed
 from mem_resources.embedder import WordLlamaEmbedder
 
-ITEMS = Path(__file__).resolve().parents[2] / "data" / "eval" / "topics.jsonl"
+ITEMS = Path(__file__).resolve().parents[2] / "research" / "data" / "eval" / "topics.jsonl"
 
 #: (purity, placed) floors: whole set (42 labels; 0.827 at 97.4 %; 0.816 at 96.2 % with Chinese in
 #: e5 space, 0.766 at 95.2 % in the WordLlama + e5 space before the topic encoders), the second half
@@ -50,12 +50,12 @@ FLOOR_LOCOMO_HELD_OUT = (0.65, 0.95)
 #: scored once unseen: 0.654 at 95.0 %, Chinese 0.556 at 93.1 %, 6 told twice).
 FLOOR_FRESH, FLOOR_FRESH_EN, FLOOR_FRESH_ZH, MOST_SPLIT_FRESH = (0.66, 0.95), (0.69, 0.94), (0.62, 0.96), 5
 FRESH = ITEMS.parent / "fresh" / "topics.jsonl"
-#: The second fresh set (36 labels, 1,009 memories, a third user; bench/topic_zh_encoder_rule.md),
+#: The second fresh set (36 labels, 1,009 memories, a third user; research/studies/topic_zh_encoder_rule.md),
 #: scored once unseen: purity 0.688 at 95.3 % placed, English 0.674 at 94.5 %, Chinese 0.722 at
 #: 96.6 %, 2 themes told twice (with Chinese in e5 space: 0.644 at 94.4 %, Chinese 0.632 at 94.8 %).
 FLOOR_FRESH2, FLOOR_FRESH2_EN, FLOOR_FRESH2_ZH, MOST_SPLIT_FRESH2 = (0.67, 0.94), (0.65, 0.93), (0.70, 0.95), 4
 FRESH2 = ITEMS.parent / "fresh2" / "topics.jsonl"
-#: The third fresh set (36 labels, 1,009 memories, a fourth user; bench/topic_ceiling_rule.md),
+#: The third fresh set (36 labels, 1,009 memories, a fourth user; research/studies/topic_ceiling_rule.md),
 #: scored once unseen: purity 0.683 at 92.9 % placed, English 0.686 at 92.1 %, Chinese 0.692 at
 #: 94.2 %, 5 themes told twice.
 FLOOR_FRESH3, FLOOR_FRESH3_EN, FLOOR_FRESH3_ZH, MOST_SPLIT_FRESH3 = (0.66, 0.92), (0.66, 0.91), (0.67, 0.93), 6

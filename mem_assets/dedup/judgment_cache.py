@@ -1,0 +1,142 @@
+"""Judging candidate pairs through a content-hash cache, so no pair is ever judged twice.
+
+Uncached pairs are grouped by their new node: one judge request per new memory with all its
+candidates, each candidate placed before, after or at the same time as the new memory. A judge
+that embeds texts (the accurate offline model) gets the vectors kept on the pairs' nodes from
+earlier runs and hands back the ones it made, so a memory is embedded once in its life, not
+once per run it is a candidate in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from mem_assets.dedup.llm_judge_requests import JudgeRequest, MemoryRef
+from mem_assets.dedup.pair_judge import DeepVectors, JudgeResource, Judgment
+from mem_resources.llm import ChatUsage
+from mem_resources.memory_model import normalize_text
+from mem_resources.progress import Sink, tracked
+
+JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed", "deferred", "pair_key"]
+
+
+def pair_key(judge_fingerprint: str, text_a: str, text_b: str) -> str:
+    """Order-free hash of the two normalised texts and the judge that labels them."""
+    first, second = sorted((normalize_text(text_a), normalize_text(text_b)))
+    payload = f"{judge_fingerprint}\x1f{first}\x1f{second}"
+    return "judgment:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class JudgingReport:
+    judgments: pd.DataFrame
+    to_cache: list[dict] = field(default_factory=list)
+    usage: ChatUsage = field(default_factory=ChatUsage)
+    cache_hits: int = 0
+    requests: int = 0
+    vectors_reused: int = 0
+    vectors_made: int = 0
+    vectors_skipped: int = 0
+    """Texts of judged pairs no e5 pass was needed for: only pairs the judge's gate closed read them."""
+    pairs_gated: int = 0
+    cross_encoded: int = 0
+    """Pair orders (older, newer and back) the accurate judge's Chinese cross-encoder read."""
+    vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
+    """(node id, text, vector) the judge made this run."""
+
+
+def _date(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def build_requests(pairs: pd.DataFrame) -> tuple[list[JudgeRequest], list[list[int]]]:
+    """One request per new node (column ``new_id``) with its pairs' other sides as candidates;
+    also the row positions each request covers. Without ``new_id``, the right side is new."""
+    groups: dict[str, list[int]] = {}
+    new_ids = pairs["new_id"] if "new_id" in pairs else pairs["right_id"]
+    for position, new_id in enumerate(new_ids):
+        groups.setdefault(new_id, []).append(position)
+    columns = {name: pairs[name].tolist() for name in pairs.columns}
+
+    def cell(name: str, position: int, default: object = None) -> object:
+        return columns[name][position] if name in columns else default
+
+    requests = []
+    for new_id, positions in groups.items():
+        candidates, when = [], []
+        new = None
+        for position in positions:
+            mine, other = ("left", "right") if columns["left_id"][position] == new_id else ("right", "left")
+            new = MemoryRef(columns[f"{mine}_text"][position], _date(cell(f"{mine}_at", position)))
+            candidates.append(MemoryRef(columns[f"{other}_text"][position], _date(cell(f"{other}_at", position))))
+            when.append(cell("other_when", position, "older"))
+        requests.append(JudgeRequest(new, tuple(candidates), tuple(when)))
+    return requests, list(groups.values())
+
+
+def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
+                lookup: Callable[[Sequence[str]], dict[str, dict]],
+                sink: Sink | None = None, label: str = "judge",
+                stored_vectors: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None) -> JudgingReport:
+    """Label each pair (columns left_id, right_id, left_text, right_text; optionally new_id,
+    left_at, right_at, other_when).
+
+    Identical text pairs share one judgment; ``lookup`` returns cached judgments by key. Failed
+    and deferred judgments are returned (label independent) but never offered for caching.
+    Progress over the uncached pairs goes to ``sink``. ``stored_vectors``: by node ids, the
+    judge's vectors kept on those nodes, by text (read only when something is judged).
+    """
+    if pairs.empty:
+        return JudgingReport(pd.DataFrame(columns=JUDGMENT_COLUMNS))
+    pairs = pairs.reset_index(drop=True)
+    keys = [pair_key(judge.fingerprint, a, b)
+            for a, b in zip(pairs["left_text"], pairs["right_text"], strict=True)]
+    cached = lookup(sorted(set(keys)))
+    first_of_key: dict[str, int] = {}
+    for position, key in enumerate(keys):
+        if key not in cached:
+            first_of_key.setdefault(key, position)
+    todo = pairs.iloc[sorted(first_of_key.values())].reset_index(drop=True)
+    fresh: dict[str, Judgment] = {}
+    usage = ChatUsage()
+    requests: list[JudgeRequest] = []
+    vectors: DeepVectors | None = None
+    if not todo.empty:
+        requests, covered = build_requests(todo)
+        if stored_vectors is not None and judge.deep_vector_space:
+            vectors = DeepVectors(known=stored_vectors(sorted(set(todo["left_id"]) | set(todo["right_id"]))))
+        with tracked(label, sink, total=len(todo), unit="pairs") as progress:
+            results, usage = judge.judge_requests(requests, progress.advance, vectors)
+        todo_keys = [keys[position] for position in sorted(first_of_key.values())]
+        for positions, judgments in zip(covered, results, strict=True):
+            for position, judgment in zip(positions, judgments, strict=True):
+                fresh[todo_keys[position]] = judgment
+    rows = []
+    for key, left, right in zip(keys, pairs["left_id"], pairs["right_id"], strict=True):
+        if key in cached:
+            rows.append((left, right, cached[key]["label"], cached[key]["reason"], True, False, False, key))
+        else:
+            verdict = fresh[key]
+            rows.append((left, right, verdict.label, verdict.reason, False, verdict.failed,
+                         verdict.deferred, key))
+    to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason,
+                 "judge": judge.fingerprint} for key, verdict in fresh.items()
+                if not verdict.failed and not verdict.deferred]
+    report = JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
+                           cache_hits=sum(key in cached for key in set(keys)), requests=len(requests),
+                           pairs_gated=sum(verdict.gated for verdict in fresh.values()))
+    if vectors is not None:
+        sides = {node: text for side in ("left", "right")
+                 for node, text in zip(todo[f"{side}_id"], todo[f"{side}_text"], strict=True)}
+        report.vectors_reused = sum(1 for text in set(sides.values()) if text in vectors.known)
+        report.vectors_made = len(vectors.made)
+        report.vectors_skipped = vectors.skipped
+        report.cross_encoded = vectors.cross_encoded
+        report.vectors_to_store = [(node, text, vectors.made[text]) for node, text in sorted(sides.items())
+                                   if text in vectors.made]
+    return report

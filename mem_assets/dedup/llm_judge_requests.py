@@ -1,0 +1,119 @@
+"""What the LLM judge is asked and what it must answer: one request per new memory with all its
+candidates (seed 000 §4.1's loop, batched), memories as JSON data with their dates."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+
+from mem_assets.dedup.recency import When
+from mem_assets.dedup.relations import Label, normalize_label
+
+
+@dataclass(frozen=True)
+class MemoryRef:
+    text: str
+    date: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """A new memory and its candidates; ``when[i]`` places candidate i before, after or at the
+    same time as the new memory."""
+
+    new: MemoryRef
+    candidates: tuple[MemoryRef, ...]
+    when: tuple[When, ...]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """(older, newer) texts per candidate: the order the offline pair model reads."""
+        return [(self.new.text, c.text) if w == "newer" else (c.text, self.new.text)
+                for c, w in zip(self.candidates, self.when, strict=True)]
+
+
+def judge_message(request: JudgeRequest) -> str:
+    return json.dumps({
+        "new_memory": {"text": request.new.text, "date": request.new.date},
+        "candidates": [{"id": i, "text": c.text, "date": c.date, "when": w}
+                       for i, (c, w) in enumerate(zip(request.candidates, request.when, strict=True), 1)],
+    }, ensure_ascii=False)
+
+
+def fuse_message(texts: Sequence[str], dates: Sequence[str | None] | None, label: Label) -> str:
+    dates = dates or [None] * len(texts)
+    return json.dumps({"relation": label, "memories": [
+        {"id": i, "text": text, "date": date}
+        for i, (text, date) in enumerate(zip(texts, dates, strict=True), 1)]}, ensure_ascii=False)
+
+
+_LIST_KEYS = ("judgments", "relations", "results", "verdicts", "answers", "candidates")
+
+
+class CandidateVerdict(BaseModel):
+    id: int | None = None
+    reason: str = Field(default="", max_length=2000)
+    relation: Label
+
+    @model_validator(mode="before")
+    @classmethod
+    def _label_aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "relation" not in data:
+            for key in ("label", "relationship", "verdict", "answer"):
+                if key in data:
+                    return {**data, "relation": data[key]}
+        return data
+
+    @field_validator("relation", mode="before")
+    @classmethod
+    def _normalize(cls, value: Any) -> Any:
+        label = normalize_label(value)
+        if label is None:
+            raise ValueError(f"unknown relation {value!r}")
+        return label
+
+
+class GroupVerdict(BaseModel):
+    """The answer for one request; validated with ``context={"candidates": n}``: one verdict per
+    candidate id 1..n (ids may be left out when the verdicts come in candidate order)."""
+
+    judgments: list[CandidateVerdict]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, data: Any) -> Any:
+        if isinstance(data, list):
+            return {"judgments": data}
+        if isinstance(data, dict) and "judgments" not in data:
+            for key in _LIST_KEYS:
+                if isinstance(data.get(key), list):
+                    return {"judgments": data[key]}
+            if any(key in data for key in ("relation", "label")):
+                return {"judgments": [data]}
+        return data
+
+    @model_validator(mode="after")
+    def _one_per_candidate(self, info: ValidationInfo) -> GroupVerdict:
+        expected = (info.context or {}).get("candidates")
+        if expected is None:
+            return self
+        ids = [v.id for v in self.judgments]
+        if all(i is None for i in ids) and len(ids) == expected:
+            for number, verdict in enumerate(self.judgments, 1):
+                verdict.id = number
+            return self
+        if sorted(i for i in ids if i is not None) != list(range(1, expected + 1)) or None in ids:
+            raise ValueError(f"need one verdict for each candidate id 1..{expected}, got ids {ids}")
+        return self
+
+    def labels(self) -> list[CandidateVerdict]:
+        return sorted(self.judgments, key=lambda v: v.id or 0)
+
+
+class Reconciliation(BaseModel):
+    reason: str = Field(default="", max_length=2000)
+    reconcilable: bool
+    merged: str | None = Field(default=None, max_length=8000)

@@ -1,0 +1,302 @@
+"""Judges: label a pair of memories redundant / contradictory / independent, and fuse them.
+
+Two implementations behind one resource type, so assets never know which one runs:
+``OfflineJudge`` (a learned model over pair features, no network; see
+mem_assets/dedup/offline_judge_model.py) and
+``OpenAIJudge`` (any OpenAI-compatible chat endpoint, one call per new memory with all its
+candidates). A judge that fails — transport error, HTTP status, a broken body, an answer that
+cannot be read or does not validate, even after one more try — yields ``failed=True`` with label
+``independent``: a failure never merges anything, and the node stays unchecked for the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from mem_assets.dedup.informativeness import informativeness
+from mem_assets.dedup.llm_judge_prompts import FUSE_SYSTEM, JUDGE_SYSTEM
+from mem_assets.dedup.llm_judge_requests import (
+    GroupVerdict,
+    JudgeRequest,
+    MemoryRef,
+    Reconciliation,
+    fuse_message,
+    judge_message,
+)
+from mem_assets.dedup.relations import Label, ModelKind
+from mem_resources import bge
+from mem_resources.embedder import E5_PASSAGE_SPACE
+from mem_resources.llm import ChatUsage, OpenAIChatResource
+from mem_resources.settings import DEFAULT_MODELS_DIR
+from mem_resources.text import unsupported_words
+
+if TYPE_CHECKING:
+    from mem_assets.dedup.offline_judge_model import Gate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """``deferred``: not judged (the run's deadline passed); like a failure it merges nothing.
+    ``gated``: answered independent by a cheaper model's gate, without the judge's own features."""
+
+    label: Label
+    reason: str
+    failed: bool = False
+    deferred: bool = False
+    gated: bool = False
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How to resolve a group: ``text`` is the fused memory, or None for "keep the newer".
+    ``unsupported``: the model's fused text said things no source said and was not used."""
+
+    text: str | None
+    reason: str
+    failed: bool = False
+    unsupported: bool = False
+
+
+Advance = Callable[[int], None]
+"""Told how many more pairs are judged, as they are (progress)."""
+
+
+@dataclass
+class DeepVectors:
+    """A judge's contextual text vectors that outlive a run (kept on the nodes): ``known`` are
+    read back before judging, ``made`` are the ones the judge had to compute, to be stored."""
+
+    known: dict[str, np.ndarray] = field(default_factory=dict)
+    made: dict[str, np.ndarray] = field(default_factory=dict)
+    skipped: int = 0
+    """Texts judged without a vector, none kept: only gated pairs read them."""
+    cross_encoded: int = 0
+    """Pair orders the judge's cross-encoder read."""
+
+
+def _split(judged: Sequence[Judgment], requests: Sequence[JudgeRequest]) -> list[list[Judgment]]:
+    """A flat list of judgments back into one list per request."""
+    results, start = [], 0
+    for request in requests:
+        results.append(list(judged[start:start + len(request.candidates)]))
+        start += len(request.candidates)
+    return results
+
+
+class JudgeResource(ConfigurableResource, ABC):
+    """Decides how two memories of one tenant relate, and how to fuse a redundant group."""
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Identifies the judge in the judgment cache: another judge re-judges."""
+
+    @abstractmethod
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        """Label (older, newer) text pairs."""
+
+    @property
+    def deep_vector_space(self) -> str | None:
+        """The space of the text vectors this judge computes and would reuse from earlier runs
+        (``DeepVectors``); None when it computes none worth keeping."""
+        return None
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
+        """Label each request's candidates against its new memory; by default every pair in one
+        batch of ``judge_pairs``."""
+        flat = [pair for request in requests for pair in request.pairs()]
+        judged, usage = self.judge_pairs(flat)
+        if advance:
+            advance(len(flat))
+        return _split(judged, requests), usage
+
+    @abstractmethod
+    def fuse(self, texts: Sequence[str], label: Label,
+             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+        """Fuse redundant texts, or reconcile contradictory ones (``text=None``: irreconcilable).
+        ``texts`` come oldest first, with their ``dates`` when known."""
+
+    def run_deadline_s(self) -> float | None:
+        """Seconds one run may spend judging; None: no limit."""
+        return None
+
+
+REQUESTS_PER_BATCH = 200
+
+
+class OfflineJudge(JudgeResource):
+    """A shipped pair model (mem_assets/dedup/offline_judge_model.py: ``accurate`` or ``fast``), precision
+    first; fuses by keeping the more informative text. ``gate``: the model's gate (``GATES``:
+    the accurate one skips e5 for pairs the fast model calls clearly independent) is used."""
+
+    model: ModelKind = "accurate"
+    gate: bool = True
+    models_dir: str = str(DEFAULT_MODELS_DIR)
+    """Folder of the bge-small jars the accurate model reads (``MEMTEND_MODELS_DIR``)."""
+
+    def _gate(self) -> Gate | None:
+        from mem_assets.dedup import offline_judge_model as judge_model
+
+        return judge_model.gate(self.model) if self.gate else None
+
+    @property
+    def fingerprint(self) -> str:
+        from mem_assets.dedup import offline_judge_model as judge_model
+
+        model, gate = judge_model.load(self.model), self._gate()
+        encoders = "".join(f"+{jar.fingerprint}" for jar in bge.JARS.values()) if model.aligned else ""
+        return (f"offline-model:{model.fingerprint}{encoders}+{judge_model.OVERRULES}"
+                + (f"+{gate.fingerprint}" if gate else ""))
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        [judgments], usage = self._judge_batches([list(pairs)])
+        return judgments, usage
+
+    @property
+    def deep_vector_space(self) -> str | None:
+        from mem_assets.dedup import offline_judge_model as judge_model
+
+        return E5_PASSAGE_SPACE if judge_model.load(self.model).deep else None
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
+        """In batches of ``REQUESTS_PER_BATCH`` new memories, so progress moves while a long run
+        judges (the accurate model embeds ~60 texts a second); one featurizer for all batches,
+        so a text shared by several batches is embedded once, and a text in ``vectors.known``
+        not at all."""
+        batches = [requests[i:i + REQUESTS_PER_BATCH] for i in range(0, len(requests), REQUESTS_PER_BATCH)]
+        flat, usage = self._judge_batches([[p for r in batch for p in r.pairs()] for batch in batches], advance,
+                                          vectors)
+        return [judgments for batch, judged in zip(batches, flat, strict=True)
+                for judgments in _split(judged, batch)], usage
+
+    def _judge_batches(self, batches: Sequence[Sequence[tuple[str, str]]], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
+        from mem_assets.dedup import offline_judge_model as judge_model
+
+        model, gate = judge_model.load(self.model), self._gate()
+        shared = judge_model.featurizer(model.deep, vectors.known if vectors else None, model.aligned,
+                                        Path(self.models_dir), tuple(model.cross_encoders))
+        results = []
+        for pairs in batches:
+            decided = judge_model.predict(pairs, model, shared, gate)
+            results.append([Judgment(d.label, d.reason, gated=d.gated is not None) for d in decided])
+            if advance:
+                advance(len(pairs))
+        if vectors is not None:
+            vectors.made.update(shared.embedded_deep)
+            vectors.skipped = shared.deep_skipped
+            vectors.cross_encoded = shared.cross_encoded
+        return results, ChatUsage(calls=sum(len(pairs) for pairs in batches))
+
+    def fuse(self, texts: Sequence[str], label: Label,
+             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+        if label == "contradictory":
+            return Fusion(None, "offline judge never reconciles a contradiction"), ChatUsage()
+        best = max(texts, key=informativeness)
+        return Fusion(best, "kept the most informative text"), ChatUsage()
+
+
+class OpenAIJudge(JudgeResource):
+    """An OpenAI-compatible chat model: one call per new memory with all its candidates.
+
+    Timeouts and backoff retries come from ``chat``; an unreadable answer is asked for once more;
+    after ``deadline_s`` no new call starts and the remaining memories wait for the next run.
+    """
+
+    chat: OpenAIChatResource
+    max_concurrency: int = 4
+    deadline_s: float = Field(default=900.0, gt=0, description="Seconds of judging per run.")
+
+    @property
+    def fingerprint(self) -> str:
+        return f"openai:{self.chat.model}:v2"
+
+    def run_deadline_s(self) -> float | None:
+        return self.deadline_s
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
+        client = self.chat.client()
+        deadline = time.monotonic() + self.deadline_s
+
+        def one(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
+            count = len(request.candidates)
+            if time.monotonic() >= deadline:
+                return [Judgment("independent", "not judged: the run's deadline passed",
+                                 deferred=True)] * count, ChatUsage(deferred=1)
+            verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
+                                                client=client, context={"candidates": count},
+                                                deadline=deadline)
+            if verdict is None:
+                kinds = ", ".join(sorted(usage.failure_kinds)) or "no valid answer"
+                log.warning("Judge failed on %.60r with %d candidates (%s): counted as "
+                            "independent, nothing merged", request.new.text, count, kinds)
+                return [Judgment("independent", f"judge failed: {kinds}", failed=True)] * count, usage
+            return [Judgment(v.relation, v.reason or "(no reason given)") for v in verdict.labels()], usage
+
+        def counted(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
+            outcome = one(request)
+            if advance:
+                advance(len(request.candidates))
+            return outcome
+
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            results = list(pool.map(counted, requests))
+        usage = ChatUsage()
+        for _, call_usage in results:
+            usage.add(call_usage)
+        return [judgments for judgments, _ in results], usage
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        """(older, newer) pairs, one call per distinct newer text with all its older ones."""
+        by_newer: dict[str, list[int]] = {}
+        for position, (_, newer) in enumerate(pairs):
+            by_newer.setdefault(newer, []).append(position)
+        requests = [JudgeRequest(MemoryRef(newer), tuple(MemoryRef(pairs[i][0]) for i in positions),
+                                 ("older",) * len(positions))
+                    for newer, positions in by_newer.items()]
+        results, usage = self.judge_requests(requests)
+        judged: list[Judgment | None] = [None] * len(pairs)
+        for positions, judgments in zip(by_newer.values(), results, strict=True):
+            for position, judgment in zip(positions, judgments, strict=True):
+                judged[position] = judgment
+        return [j for j in judged if j is not None], usage
+
+    def fuse(self, texts: Sequence[str], label: Label,
+             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+        """A fused text is used only if every content word of it appears in some source."""
+        answer, usage = self.chat.ask_json(FUSE_SYSTEM, fuse_message(texts, dates, label), Reconciliation)
+        if answer is None:
+            log.warning("Resolver gave no valid answer for %d memories: left unresolved", len(texts))
+            return Fusion(None, "resolver failed: no valid answer", failed=True), usage
+        merged = (answer.merged or "").strip()
+        best = max(texts, key=informativeness)
+        if answer.reconcilable and merged:
+            missing = unsupported_words(merged, texts)
+            if not missing:
+                return Fusion(merged, answer.reason), usage
+            log.warning("Fused text %.80r says what no source says (%s): not used", merged,
+                        ", ".join(missing[:5]))
+            if label == "redundant":
+                return Fusion(best, "fused text not supported by its sources: kept the most "
+                                    "informative source", unsupported=True), usage
+            return Fusion(None, "reconciled text not supported by its sources: the newest "
+                                "stays", unsupported=True), usage
+        if label == "redundant":
+            return Fusion(best, f"kept the most informative text ({answer.reason})"), usage
+        return Fusion(None, answer.reason), usage

@@ -1,0 +1,370 @@
+"""Turn judged pairs into resolutions, and compute merged metadata (seed 000 §4.2, §5.2).
+
+Redundant pairs are grouped (union-find) so a node repeated three times becomes one merged node
+in one step. Contradictions are then resolved between the groups' results: the judge's resolver
+either fuses them (a merge with update_type "conflict") or the newer one wins (supersede).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import combinations
+
+import pandas as pd
+
+from mem_assets.dedup.pair_judge import Fusion, Label
+from mem_assets.dedup.recency import Recency, compare, recency
+from mem_resources.llm import ChatUsage
+from mem_resources.memory_model import (
+    ArchivedVersion,
+    MemoryItem,
+    MemoryStatus,
+    MemoryType,
+    SourceMessage,
+    UpdateType,
+    memory_id,
+    normalize_text,
+    payload_hash,
+)
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    merged_id: str
+    sources: tuple[str, ...]
+    text: str
+    update_type: UpdateType
+    reason: str
+
+
+@dataclass(frozen=True)
+class SupersedePlan:
+    older: str
+    newer: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A contradiction left as it is: both memories stay activated (and are marked checked)."""
+
+    ids: tuple[str, str]
+    reason: str
+
+
+@dataclass
+class Plan:
+    merges: list[MergePlan] = field(default_factory=list)
+    supersedes: list[SupersedePlan] = field(default_factory=list)
+    #: contradictions nothing orders (same moment, same source) or the judgments make doubtful:
+    #: both memories kept, with the reason
+    unresolved: list[Unresolved] = field(default_factory=list)
+    #: groups whose resolver failed or ran out of time: left as they are, unchecked
+    failed: list[tuple[str, ...]] = field(default_factory=list)
+    unsupported_fusions: int = 0
+    usage: ChatUsage = field(default_factory=ChatUsage)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What a node stands for after this run's merges: itself, or the merged node of its group."""
+
+    id: str
+    text: str
+    at: Recency
+
+
+def merged_id(tenant: str, sources: Sequence[str]) -> str:
+    """Deterministic from the tenant and the set of sources: a rerun finds the same node."""
+    digest = hashlib.md5("\x1f".join(("merge", tenant, *sorted(sources))).encode()).hexdigest()
+    return memory_id(digest)
+
+
+def _components(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, ...]]:
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[str, list[str]] = {}
+    for node in parent:
+        groups.setdefault(find(node), []).append(node)
+    return sorted(tuple(sorted(group)) for group in groups.values())
+
+
+def _usable(judgments: pd.DataFrame) -> pd.DataFrame:
+    if judgments.empty:
+        return judgments
+    held = judgments["failed"].astype(bool)
+    if "deferred" in judgments:
+        held |= judgments["deferred"].astype(bool)
+    return judgments[~held]
+
+
+def final_survivors(newer_than: dict[str, list[_Side]]) -> dict[str, tuple[str, str]]:
+    """For each superseded node: (its direct successor, the end of its chain). The direct
+    successor is the newest node that supersedes it; edges always point to newer nodes, so every
+    chain ends."""
+    def direct(node: str) -> str:
+        return max(newer_than[node], key=lambda side: (side.at, side.id)).id
+
+    ends: dict[str, tuple[str, str]] = {}
+    for node in newer_than:
+        step = direct(node)
+        end = step
+        while end in newer_than:
+            end = direct(end)
+        ends[node] = (step, end)
+    return ends
+
+
+def inconsistent_contradictions(edges: Sequence[tuple[str, str]],
+                                related: set[frozenset[str]]) -> dict[tuple[str, str], str]:
+    """Contradictions (older, newer) the judgments themselves make doubtful, with the reason.
+
+    A fact is replaced by one newer fact, and a new fact replaces one older fact (or a group of
+    redundant ones). When a memory is judged contradicted by several memories that are not
+    related to each other (no redundant or contradictory judgment between them), at most one of
+    those judgments can be right and nothing says which: precision first, none is applied."""
+    newer_of: dict[str, set[str]] = defaultdict(set)
+    older_of: dict[str, set[str]] = defaultdict(set)
+    for older, newer in edges:
+        newer_of[older].add(newer)
+        older_of[newer].add(older)
+
+    def unrelated(group: set[str]) -> bool:
+        return any(frozenset(pair) not in related for pair in combinations(sorted(group), 2))
+
+    doubtful: dict[tuple[str, str], str] = {}
+    for older, newers in newer_of.items():
+        if len(newers) > 1 and unrelated(newers):
+            for newer in newers:
+                doubtful[(older, newer)] = (f"judged contradicted by {len(newers)} newer memories "
+                                            "that are unrelated to each other: too unsure to apply")
+    for newer, olders in older_of.items():
+        if len(olders) > 1 and unrelated(olders):
+            for older in olders:
+                doubtful.setdefault((older, newer), f"judged to contradict {len(olders)} older "
+                                                    "memories that are unrelated to each other: too "
+                                                    "unsure to apply")
+    return doubtful
+
+
+def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, MemoryItem],
+                     fuse: Callable[..., tuple[Fusion, ChatUsage]],
+                     deadline: float | None = None) -> Plan:
+    """Plan merges and supersedes from judged pairs (columns left_id, right_id, label, failed).
+
+    Redundant pairs form groups (one merged node each). Contradictions between what the nodes
+    stand for after those merges go from older to newer (``recency``); one the recency cannot
+    order, or one the judgments make doubtful (``inconsistent_contradictions``), is left
+    unresolved. Each contradiction is offered to ``fuse`` (an LLM may reconcile
+    it); the rest supersede, and a chain A < B < C makes A and B both point at C. Pairs whose
+    nodes are missing or no longer activated are skipped: their nodes stay unchecked and the next
+    run compares them with whatever is active then. After ``deadline`` (time.monotonic) no
+    resolver is asked; those groups wait for the next run.
+    """
+    plan = Plan()
+    usable = _usable(judgments)
+
+    def active(node_id: str) -> bool:
+        node = nodes.get(node_id)
+        return node is not None and node.metadata.status == MemoryStatus.ACTIVATED
+
+    def pairs_of(label: str) -> list[tuple[str, str]]:
+        rows = usable[usable["label"] == label] if not usable.empty else usable
+        return [(a, b) for a, b in zip(rows.get("left_id", []), rows.get("right_id", []), strict=True)
+                if active(a) and active(b)]
+
+    def late() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
+    def ask(sides: Sequence[_Side], label: Label) -> Fusion | None:
+        if late():
+            plan.failed.append(tuple(side.id for side in sides))
+            return None
+        fusion, usage = fuse([s.text for s in sides], label,
+                             dates=[s.at.stated_at.isoformat() for s in sides])
+        plan.usage.add(usage)
+        plan.unsupported_fusions += fusion.unsupported
+        if fusion.failed:
+            plan.failed.append(tuple(side.id for side in sides))
+            return None
+        return fusion
+
+    recencies = {node_id: recency(node) for node_id, node in nodes.items()}
+    representative: dict[str, _Side] = {}
+    for group in _components(pairs_of("redundant")):
+        members = sorted((_Side(n, nodes[n].memory, recencies[n]) for n in group),
+                         key=lambda side: (side.at, side.id))
+        fusion = ask(members, "redundant")
+        if fusion is None or fusion.text is None:
+            continue
+        merge = MergePlan(merged_id(tenant, group), group, fusion.text, UpdateType.DUPLICATE, fusion.reason)
+        plan.merges.append(merge)
+        for node in group:
+            representative[node] = _Side(merge.merged_id, merge.text, members[-1].at)
+
+    def current(node_id: str) -> _Side:
+        return representative.get(node_id, _Side(node_id, nodes[node_id].memory, recencies[node_id]))
+
+    seen: set[frozenset[str]] = set()
+    ordered: list[tuple[_Side, _Side]] = []
+    for a, b in pairs_of("contradictory"):
+        side_a, side_b = current(a), current(b)
+        if side_a.id == side_b.id or frozenset((side_a.id, side_b.id)) in seen:
+            continue
+        seen.add(frozenset((side_a.id, side_b.id)))
+        order = compare(side_a.at, side_b.at)
+        if order is None:
+            plan.unresolved.append(Unresolved(
+                tuple(sorted((side_a.id, side_b.id))),
+                f"contradictory, but both were stated at the same moment ({side_a.at.describe()}): "
+                "nothing says which is newer, so both stay"))
+            continue
+        ordered.append((side_a, side_b) if order < 0 else (side_b, side_a))
+
+    related = {frozenset((current(a).id, current(b).id))
+               for a, b in pairs_of("redundant") + pairs_of("contradictory")}
+    doubtful = inconsistent_contradictions([(o.id, n.id) for o, n in ordered], related)
+    newer_than: dict[str, list[_Side]] = {}
+    reasons: dict[tuple[str, str], str] = {}
+    for older, newer in sorted(ordered, key=lambda edge: (edge[1].at, edge[1].id, edge[0].at, edge[0].id)):
+        if (older.id, newer.id) in doubtful:
+            plan.unresolved.append(Unresolved((older.id, newer.id), doubtful[(older.id, newer.id)]))
+            continue
+        fusion = ask([older, newer], "contradictory")
+        if fusion is None:
+            continue
+        if fusion.text is not None:
+            sources = tuple(sorted((older.id, newer.id)))
+            plan.merges.append(MergePlan(merged_id(tenant, sources), sources, fusion.text,
+                                         UpdateType.CONFLICT, fusion.reason))
+            continue
+        newer_than.setdefault(older.id, []).append(newer)
+        reasons[(older.id, newer.id)] = fusion.reason
+    for older, (step, end) in sorted(final_survivors(newer_than).items()):
+        reason = reasons[(older, step)]
+        if step != end:
+            reason = f"{reason} (superseded by {step}, itself superseded by {end})"
+        plan.supersedes.append(SupersedePlan(older, end, reason))
+    return plan
+
+
+def held_back(ids: Sequence[str], judgments: pd.DataFrame, plan: Plan, outcomes: Sequence[dict],
+              done: Sequence[str]) -> list[str]:
+    """The nodes of this run that must stay unchecked: a failed or deferred judgment, a failed
+    resolver, or a resolution that could not apply (a node changed meanwhile)."""
+    waiting = {i for row in outcomes if row["status"] not in done for i in row["sources"]}
+    waiting |= {i for group in plan.failed for i in group}
+    if len(judgments):
+        not_judged = judgments["failed"].astype(bool)
+        if "deferred" in judgments:
+            not_judged |= judgments["deferred"].astype(bool)
+        waiting |= set(judgments[not_judged]["left_id"]) | set(judgments[not_judged]["right_id"])
+    return [i for i in ids if i in waiting]
+
+
+def _union_sources(items: Sequence[MemoryItem]) -> list[SourceMessage]:
+    seen: dict[str, SourceMessage] = {}
+    for item in items:
+        for source in item.metadata.sources:
+            dumped = source.model_dump(mode="json", exclude_none=True)
+            seen.setdefault(json.dumps(dumped, sort_keys=True, ensure_ascii=False), source)
+    return list(seen.values())
+
+
+def archived_versions(items: Sequence[MemoryItem], update_type: UpdateType) -> list[ArchivedVersion]:
+    """The sources' own histories, then one entry per source for the version being archived."""
+    entries: dict[tuple[str | None, int, str], ArchivedVersion] = {}
+    for item in items:
+        for entry in item.metadata.history:
+            entries.setdefault((entry.archived_memory_id, entry.version, entry.memory), entry)
+    for item in items:
+        entry = ArchivedVersion(version=item.metadata.version, update_type=update_type,
+                                archived_memory_id=item.id, memory=item.memory,
+                                created_at=item.metadata.updated_at)
+        entries.setdefault((entry.archived_memory_id, entry.version, entry.memory), entry)
+    return sorted(entries.values(), key=lambda e: (e.created_at, e.version, e.archived_memory_id or ""))
+
+
+def merged_item(tenant: str, plan: MergePlan, sources: Sequence[MemoryItem],
+                embedding: list[float]) -> MemoryItem:
+    """Seed §4.2 merged metadata: sources unioned, embedding recomputed, latest updated_at,
+    version max + 1, history with an archived version per source; other fields from the source
+    whose text is kept (else the newest), filled from the others where empty."""
+    by_recency = sorted(sources, key=lambda s: (s.metadata.updated_at, s.id), reverse=True)
+    kept = next((s for s in by_recency if normalize_text(s.memory) == normalize_text(plan.text)),
+                by_recency[0])
+    ordered = [kept, *(s for s in by_recency if s is not kept)]
+    metas = [s.metadata for s in ordered]
+    confidences = [m.confidence for m in metas if m.confidence is not None]
+    meta = kept.metadata.model_copy(update={
+        "status": MemoryStatus.ACTIVATED,
+        "key": next((m.key for m in metas if m.key), None),
+        "background": next((m.background for m in metas if m.background), None),
+        "tags": list(dict.fromkeys(tag for m in metas for tag in m.tags)),
+        "sources": _union_sources(ordered),
+        "embedding": embedding,
+        "confidence": max(confidences) if confidences else None,
+        "created_at": min(m.created_at for m in metas),
+        "updated_at": max(m.updated_at for m in metas),
+        "version": max(m.version for m in metas) + 1,
+        "history": archived_versions(ordered, plan.update_type),
+        "evolve_to": [],
+        "working_binding": None,
+        "payload_hash": payload_hash(tenant, kept.metadata.memory_type.value, plan.text),
+        "arrival": max((m.arrival for m in metas if m.arrival), default=None),
+    })
+    return MemoryItem.model_validate({"id": plan.merged_id, "memory": plan.text,
+                                      "metadata": meta.model_dump()})
+
+
+def superseded_survivor(older: MemoryItem, newer: MemoryItem) -> dict:
+    """Properties the surviving newer node gets: the older's history and an entry for the older
+    itself (so a chain's survivor holds every version), and a version bump."""
+    entries = {(e.archived_memory_id, e.version, e.memory): e for e in newer.metadata.history}
+    for entry in [*older.metadata.history,
+                  ArchivedVersion(version=older.metadata.version, update_type=UpdateType.CONFLICT,
+                                  archived_memory_id=older.id, memory=older.memory,
+                                  created_at=older.metadata.updated_at)]:
+        entries.setdefault((entry.archived_memory_id, entry.version, entry.memory), entry)
+    history = sorted(entries.values(), key=lambda e: (e.created_at, e.version, e.archived_memory_id or ""))
+    updated = newer.model_copy(update={"metadata": newer.metadata.model_copy(update={
+        "history": history,
+        "version": max(older.metadata.version, newer.metadata.version) + 1,
+    })})
+    props = updated.to_properties()
+    return {"history": props["history"], "version": props["version"]}
+
+
+def item_from_properties(tenant: str, props: dict, now: datetime) -> MemoryItem:
+    """Read a node, filling what other writers may leave out (status, type, text, times, hash)."""
+    props = dict(props)
+    props["memory"] = props.get("memory") or props.get("data") or ""
+    props.setdefault("status", MemoryStatus.ACTIVATED.value)
+    props.setdefault("memory_type", MemoryType.LONG_TERM.value)
+    props.setdefault("created_at", props.get("updated_at") or now)
+    props.setdefault("updated_at", props["created_at"])
+    props.setdefault("payload_hash", payload_hash(tenant, props["memory_type"], props["memory"]))
+    props["user_name"] = tenant
+    return MemoryItem.from_properties(props)
+
+
+def keeps_source_text(plan: MergePlan, sources: Sequence[MemoryItem]) -> bool:
+    """A merged node whose text is one of its sources' needs no new comparison."""
+    return any(normalize_text(s.memory) == normalize_text(plan.text) for s in sources)
