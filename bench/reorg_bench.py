@@ -33,10 +33,10 @@ import numpy as np
 from measure import Measured, PeakRss, drop_bench_tenant, measured, raw_create_seconds
 
 from mem_assets.reorg.assets import CandidatesConfig
-from mem_assets.reorg.cycle import SET_ASIDE, TOPIC, plan_table
-from mem_assets.reorg.hierarchy import TopicWriter, load_candidates, tidy_topics
+from mem_assets.reorg.placement_plan import SET_ASIDE, TOPIC, plan_table
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
-from mem_assets.reorg.vectors import SHIPPED_PARAMS, TopicVectorsResource
+from mem_assets.reorg.topic_vectors import SHIPPED_PARAMS, TopicVectorsResource
+from mem_assets.reorg.topic_writer import TopicWriter, load_candidates, tidy_topics
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import (

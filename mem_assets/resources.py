@@ -21,7 +21,7 @@ from mem_assets.reorg.summarizers import (
     LLMSummarizer,
     SummarizerResource,
 )
-from mem_assets.reorg.vectors import TopicVectorsResource
+from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.embedder import (
     EmbedderResource,
     HashingEmbedder,

@@ -13,7 +13,7 @@ from mem_assets.definitions import tenant_pipeline
 from mem_assets.ingest.inbox import InboxResource
 from mem_assets.reorg import queries
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
-from mem_assets.reorg.vectors import TopicVectorsResource
+from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.table_io import TableIOManager

@@ -12,13 +12,13 @@ import pytest
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates
-from mem_assets.reorg.hierarchy import TopicWriter
 from mem_assets.reorg.schedules import build_reorg_schedule
 from mem_assets.reorg.summarizers import (
     ExtractiveSummarizer,
     LLMSummarizer,
     TopicSummary,
 )
+from mem_assets.reorg.topic_writer import TopicWriter
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.fake_openai import chat_answer, fake_openai_server

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import COMBINED_SPACE, space_dimension
+from mem_assets.reorg.topic_vectors import COMBINED_SPACE, space_dimension
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import materialization_metadata, run_reorg, write_memories
 

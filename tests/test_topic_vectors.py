@@ -12,9 +12,9 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from mem_assets.reorg.cycle import MemberStore
+from mem_assets.reorg.placement_plan import MemberStore
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import (
+from mem_assets.reorg.topic_vectors import (
     COMBINED_SPACE,
     E5_SPACE,
     ENCODER_SPACES,

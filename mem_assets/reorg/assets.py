@@ -7,17 +7,17 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field, model_validator
 
-from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, plan_table
-from mem_assets.reorg.hierarchy import (
+from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
+from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, plan_table
+from mem_assets.reorg.queries import topic_sizes
+from mem_assets.reorg.summarizers import SummarizerResource
+from mem_assets.reorg.topic_vectors import E5_SPACE, ENCODER_SPACES, MAIN_SPACE, TopicVectorsResource
+from mem_assets.reorg.topic_writer import (
     TopicWriter,
     histogram_rows,
     load_candidates,
     tidy_topics,
 )
-from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
-from mem_assets.reorg.queries import topic_sizes
-from mem_assets.reorg.summarizers import SummarizerResource
-from mem_assets.reorg.vectors import E5_SPACE, ENCODER_SPACES, MAIN_SPACE, TopicVectorsResource
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, count_table, preview_table

@@ -5,8 +5,8 @@ from neo4j import Session
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.assets import summary_parents
-from mem_assets.reorg.cycle import near_duplicate_topics
 from mem_assets.reorg.placement import PlacementParams
+from mem_assets.reorg.placement_plan import near_duplicate_topics
 from mem_resources.checks import checks_step, topics_have_no_archived_members
 from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import offenders_result

@@ -42,7 +42,7 @@ from mem_assets.reorg.placement import (
     plan_languages,
 )
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import (
+from mem_assets.reorg.topic_vectors import (
     DEFAULT_COMBINED_LANGUAGES,
     DEFAULT_E5_LANGUAGES,
     E5_SPACE,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
-from mem_assets.reorg.vectors import vector_key
+from mem_assets.reorg.topic_vectors import vector_key
 from mem_resources.memory_queries import Bulk, live_memory, memory_text
 
 TOPIC_TYPE = "topic"

@@ -1,7 +1,7 @@
 """Summarizers that name a topic: an offline pass-through and an LLM one.
 
 Both receive the members' texts (most typical first), an offline draft (phrases covering most
-members, see ``mem_assets.reorg.summarizing``) and, for a level-2 topic, its sub-topics' keys.
+members, see ``mem_assets.reorg.offline_summaries``) and, for a level-2 topic, its sub-topics' keys.
 The offline summarizer returns the draft. The LLM summarizer makes one call, and one more if the
 answer cannot be read; it returns ``None`` when it still cannot, and the caller writes the
 draft instead (counted in the run's metadata).
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, field_validator
 
-from mem_assets.reorg.prompts import SUMMARY_SYSTEM
+from mem_assets.reorg.summary_prompts import SUMMARY_SYSTEM
 from mem_resources.llm import ChatUsage, OpenAIChatResource
 
 

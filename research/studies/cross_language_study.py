@@ -18,7 +18,7 @@ import numpy as np
 
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, CrossParams, PlacementParams
-from mem_assets.reorg.vectors import combine
+from mem_assets.reorg.topic_vectors import combine
 from research.studies.combined_space_study import Cached, embed_all, growth_check, tuning_sets
 
 GRID = {"cross_place_similarity": [0.20, 0.25, 0.30, 0.35, 0.40, 0.45],

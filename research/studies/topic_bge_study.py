@@ -47,7 +47,7 @@ from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import E5_DIMENSION, combine
+from mem_assets.reorg.topic_vectors import E5_DIMENSION, combine
 from mem_resources import bge
 from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed, normalize_rows
 from mem_resources.settings import load_settings

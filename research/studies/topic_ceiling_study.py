@@ -33,7 +33,7 @@ from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.evaluation import EvalItem, TopicReport, evaluate_topics, read_items
 from mem_assets.reorg.placement import PlacementParams
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import E5_DIMENSION, ENCODER_SPACES, in_spaces, kept_embed
+from mem_assets.reorg.topic_vectors import E5_DIMENSION, ENCODER_SPACES, in_spaces, kept_embed
 from mem_resources.embedder import HashingEmbedder, normalize_rows
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 
 from mem_assets.reorg.evaluation import EvalItem
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import combine
+from mem_assets.reorg.topic_vectors import combine
 from mem_resources import bge
 from mem_resources.settings import load_settings
 from research.studies.topic_bge_study import ceiling as true_k_ceiling

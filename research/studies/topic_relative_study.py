@@ -37,7 +37,7 @@ from mem_assets.reorg import placement
 from mem_assets.reorg.evaluation import EvalItem
 from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams, Topic
 from mem_assets.reorg.topic_space import TopicSpace, languages
-from mem_assets.reorg.vectors import combine
+from mem_assets.reorg.topic_vectors import combine
 from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed
 from research.studies import combined_space_study
 from research.studies.combined_space_study import growth_check, heldout_sets, tuning_sets

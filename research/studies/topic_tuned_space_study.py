@@ -23,7 +23,7 @@ import torch
 
 from mem_assets.reorg.placement import E5_PARAMS, CrossParams, PlacementParams
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import combine
+from mem_assets.reorg.topic_vectors import combine
 from mem_resources import bge
 from mem_resources.embedder import normalize_rows
 from mem_resources.settings import load_settings

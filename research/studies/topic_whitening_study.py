@@ -27,7 +27,7 @@ from sklearn.covariance import LedoitWolf
 
 from mem_assets.reorg.evaluation import EvalItem
 from mem_assets.reorg.topic_space import languages
-from mem_assets.reorg.vectors import combine
+from mem_assets.reorg.topic_vectors import combine
 from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed, normalize_rows
 from research.studies.combined_space_study import tuning_sets
 from research.studies.topic_bge_study import VectorCache, bge_vectors, ceiling

@@ -29,7 +29,7 @@ from mem_assets.reorg import evaluation
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, holdout_split, read_items
 from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_encoder import topic_encoder_embed
-from mem_assets.reorg.vectors import E5_DIMENSION
+from mem_assets.reorg.topic_vectors import E5_DIMENSION
 from research.studies.combined_space_study import ROOT, Cached, growth_check, tuning_sets
 from research.studies.topic_bge_study import MODELS, VectorCache, choose, with_e5_tail
 from research.studies.topic_encoder_data_study import Trainer, pooled

@@ -10,7 +10,7 @@ import dagster as dg
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
 from mem_assets.reorg.summarizers import ExtractiveSummarizer, SummarizerResource
-from mem_assets.reorg.vectors import TopicVectorsResource
+from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.memory_model import (
     MemoryItem,

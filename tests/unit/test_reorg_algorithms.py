@@ -13,7 +13,6 @@ from mem_assets.reorg.clustering import (
     split_to_max,
     themed_groups,
 )
-from mem_assets.reorg.cycle import topic_id
 from mem_assets.reorg.placement import (
     PlacementParams,
     Topic,
@@ -21,6 +20,7 @@ from mem_assets.reorg.placement import (
     plan_cycle,
     rebuild_lineage,
 )
+from mem_assets.reorg.placement_plan import topic_id
 from mem_assets.reorg.topic_space import TopicSpace, language, languages
 from mem_resources.embedder import WordLlamaEmbedder
 from tests.support.topic_corpus import topic_memories

@@ -16,7 +16,7 @@ from mem_assets.reorg.placement import (
     Topic,
     plan_languages,
 )
-from mem_assets.reorg.vectors import COMBINED_SPACE, E5_DIMENSION, E5_SPACE, MAIN_SPACE, combine, to_shared
+from mem_assets.reorg.topic_vectors import COMBINED_SPACE, E5_DIMENSION, E5_SPACE, MAIN_SPACE, combine, to_shared
 from mem_resources.settings import Settings
 
 DIM = 48

@@ -27,7 +27,7 @@ from mem_assets.reorg.evaluation import (
 )
 from mem_assets.reorg.placement import PlacementParams
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import kept_embed
+from mem_assets.reorg.topic_vectors import kept_embed
 from mem_resources.embedder import WordLlamaEmbedder
 
 ITEMS = Path(__file__).resolve().parents[2] / "research" / "data" / "eval" / "topics.jsonl"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, phrases
+from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, phrases
 
 DOG = [
     "The user adopted a beagle named Biscuit from a rescue.",

@@ -14,7 +14,7 @@ from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
 from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
 from mem_assets.reorg.topic_encoder import ENCODERS
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import (
+from mem_assets.reorg.topic_vectors import (
     COMBINED_SPACE,
     COMBINED_WEIGHT,
     E5_DIMENSION,

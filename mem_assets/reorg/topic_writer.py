@@ -24,11 +24,11 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from mem_assets.reorg import queries
-from mem_assets.reorg.cycle import RETIRE, SET_ASIDE, TOPIC, MemberStore, store_vectors
+from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, typical_first
+from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, MemberStore, store_vectors
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
-from mem_assets.reorg.summarizing import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.topic_space import language as language_code
-from mem_assets.reorg.vectors import (
+from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,

@@ -28,7 +28,7 @@ from mem_assets.reorg.placement import (
     rebuild_lineage,
 )
 from mem_assets.reorg.topic_space import language
-from mem_assets.reorg.vectors import (
+from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
