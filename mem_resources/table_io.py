@@ -2,7 +2,8 @@
 
 A table is one zip file: ``table.json`` (pandas "table" orient: column types, timestamps with
 their zone) plus one ``<column>.npy`` per column of vectors (embeddings), stacked into a matrix,
-saved with ``allow_pickle=False``; a column of vectors of different lengths (the reorganization's
+saved with ``allow_pickle=False``; the frame's ``attrs`` (counts a step hands the next one, such
+as the number of new nodes) as ``attrs.json``; a column of vectors of different lengths (the reorganization's
 candidates: each language's topic space has its own size) is saved flat with
 ``<column>.lengths.npy``. Loading never executes stored code, and files do not depend on
 the Python or pandas version that wrote them. ``base_path`` is a folder or any fsspec URL
@@ -25,6 +26,7 @@ from upath import UPath
 from mem_resources.settings import PROJECT_ROOT, Settings
 
 TABLE = "table.json"
+ATTRS = "attrs.json"
 SUFFIX = ".table.zip"
 
 
@@ -46,7 +48,15 @@ def dump_table(frame: pd.DataFrame) -> bytes:
                 archive.writestr(f"{name}.npy", _npy(np.concatenate([row.ravel() for row in rows])))
                 archive.writestr(f"{name}.lengths.npy", _npy(np.array([row.size for row in rows], dtype=np.int64)))
         archive.writestr("columns.json", json.dumps([str(name) for name in frame.columns]))
+        archive.writestr(ATTRS, json.dumps(frame.attrs, default=_plain))
     return buffer.getvalue()
+
+
+def _plain(value: object) -> object:
+    """numpy scalars in ``attrs`` as plain numbers; anything else is refused loudly."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"attrs value {value!r} is not JSON")
 
 
 def _npy(array: np.ndarray) -> bytes:
@@ -69,12 +79,15 @@ def load_table(data: bytes) -> pd.DataFrame:
                                             dtype=object)
                 else:
                     frame[name] = list(matrix)
-    return frame[columns].reset_index(drop=True)
+        attrs = json.loads(archive.read(ATTRS)) if ATTRS in stored else {}
+    frame = frame[columns].reset_index(drop=True)
+    frame.attrs.update(attrs)
+    return frame
 
 
 def table_base(settings: Settings) -> str:
     """``MEMTEND_IO_BASE``, else ``storage/`` in the Dagster home (as Dagster's own default)."""
-    return settings.io_base or str(UPath(settings.dagster_home or PROJECT_ROOT / ".dagster_home")
+    return settings.io_base or str(UPath(settings.dagster_home or PROJECT_ROOT / "dagster_home")
                                    / "storage")
 
 

@@ -38,7 +38,7 @@ def test_empty_tables_keep_their_columns_and_nothing_is_pickled():
     assert list(load_table(dump_table(empty)).columns) == ["left_id", "right_id", "score"]
     data = dump_table(pd.DataFrame({"v": [np.zeros(2), np.ones(2)]}))
     with zipfile.ZipFile(BytesIO(data)) as archive:
-        assert sorted(archive.namelist()) == ["columns.json", "table.json", "v.npy"]
+        assert sorted(archive.namelist()) == ["attrs.json", "columns.json", "table.json", "v.npy"]
         np.load(BytesIO(archive.read("v.npy")), allow_pickle=False)
 
 
@@ -52,3 +52,12 @@ def test_vectors_of_different_lengths_round_trip():
     for got, want in zip(back["embedding"], frame["embedding"], strict=True):
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, want)
+
+
+def test_counts_handed_to_the_next_step_survive_the_store():
+    """A step's ``attrs`` (new nodes, judge calls) reach the step that loads its output."""
+    frame = pd.DataFrame({"left_id": ["a"], "right_id": ["b"]})
+    frame.attrs.update({"unchecked_nodes": np.int64(127), "judge_calls": 142})
+    back = load_table(dump_table(frame))
+    assert back.attrs == {"unchecked_nodes": 127, "judge_calls": 142}
+    assert type(back.attrs["unchecked_nodes"]) is int
