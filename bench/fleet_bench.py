@@ -97,7 +97,7 @@ def fleet(work: Path, number: int, tenants_n: int, memories: int, workers: int, 
     tenants = [f"fleet_{run}_{i:04d}" for i in range(tenants_n)]
     home = work / f"home{number}"
     home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(home)
 
     from mem_assets.tending import tend_many

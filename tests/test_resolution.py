@@ -217,7 +217,7 @@ def test_a_topic_pointing_at_an_archived_member_fails_the_check(neo4j, instance,
     result = materialize_partition([dedup_candidates, relation_judgments, merged_nodes, *dedup_checks],
                                    tenant, instance, resources)
     outcome = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert outcome["topics_have_no_archived_members"] is False
+    assert outcome["archived_left_their_topics"] is False
 
 
 @pytest.mark.parametrize("a_contradicts_c", [True, False], ids=["all pairs", "a chain only"])

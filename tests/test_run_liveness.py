@@ -42,7 +42,7 @@ def _in_progress(instance: dg.DagsterInstance, tenant: str) -> list[dg.RunRecord
 def test_a_killed_cli_run_is_failed_by_run_monitoring_and_by_the_next_cli(neo4j_uri, tenant, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     write_inbox_file(tmp_path / "inbox", tenant, "many.jsonl",
                      [{"memory": f"Fact {i} about the user's garden, plant {i % 97}."} for i in range(3000)])
     env = {**os.environ, "DAGSTER_HOME": str(home), "NEO4J_URI": neo4j_uri,

@@ -29,7 +29,7 @@ def test_two_workers_tend_every_tenant_once_and_report_each_run(
             (tmp_path / "inbox" / chosen / sample.name).write_bytes(b"".join(lines))
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, **MODEL_FREE_ENV, "DAGSTER_HOME": str(home), "NEO4J_URI": neo4j_uri,
            "MEMTEND_AUTOMATION": "off", "MEMTEND_INBOX": str(tmp_path / "inbox"),
            "MEMTEND_QUARANTINE": str(tmp_path / "q")}

@@ -11,7 +11,8 @@ from mem_resources.neo4j_resource import Neo4jResource
 
 def build_context_inbox_sensor(default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
     @dg.sensor(name="context_inbox_sensor", asset_selection=["context_graph", "graph_schema"],
-               minimum_interval_seconds=30, default_status=default_status)
+               minimum_interval_seconds=30, default_status=default_status,
+               description="One context-graph run (ingest and schema check) per tenant with new context/ files.")
     def context_inbox_sensor(context: dg.SensorEvaluationContext, inbox: InboxResource,
                              neo4j: Neo4jResource) -> dg.SensorResult:
         """One context run (ingest + schema check) per tenant with ``context/`` files not in the

@@ -84,7 +84,7 @@ def _per_new_node(calls: int, new_nodes: int) -> float:
     pool=LLM_POOL,
     retry_policy=LLM_RETRY,
     check_specs=[dg.AssetCheckSpec(
-        JUDGE_FAILURES_CHECK, asset="relation_judgments",
+        JUDGE_FAILURES_CHECK, asset="relation_judgments", partitions_def=tenant_partitions,
         description="Warns when judge calls failed or ran out of time: those nodes stay "
                     "unchecked and are judged again by the next run.")],
 )

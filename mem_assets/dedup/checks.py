@@ -34,6 +34,12 @@ def no_cross_tenant_edges(session: Session, tenant: str) -> dg.AssetCheckResult:
                             "edges join this tenant to another")
 
 
+def archived_left_their_topics(session: Session, tenant: str) -> dg.AssetCheckResult:
+    """Every memory a merge or supersede archived has left its topics: no activated topic has a
+    PARENT edge to an archived memory (reorganization checks the same on its own asset)."""
+    return topics_have_no_archived_members(session, tenant)
+
+
 dedup_checks = [checks_step("dedup_checks", merged_nodes, [
     no_duplicate_payloads, archived_have_successor, lineage_edges_unique, no_cross_tenant_edges,
-    topics_have_no_archived_members])]
+    archived_left_their_topics])]

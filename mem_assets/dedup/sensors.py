@@ -33,7 +33,8 @@ def plan_requests(pending: dict[str, list[str]], requested: dict[str, str]
 
 def build_dedup_sensor(default_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
     @dg.sensor(name="dedup_sensor", job=dedup_job, minimum_interval_seconds=30,
-               default_status=default_status)
+               default_status=default_status,
+               description="One dedup run per tenant whose unchecked memories changed, whoever wrote them.")
     def dedup_sensor(context: dg.SensorEvaluationContext, neo4j: Neo4jResource) -> dg.SensorResult:
         """Finds tenants with unchecked activated nodes (also ones written by other writers straight
         into Neo4j), adds unknown tenants as partitions and requests one dedup run per tenant."""

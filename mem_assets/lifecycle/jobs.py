@@ -198,7 +198,8 @@ def undelete_job() -> None:
 
 
 @dg.schedule(job=backup_tenant_job, cron_schedule="30 2 * * *",
-             default_status=dg.DefaultScheduleStatus.STOPPED)
+             default_status=dg.DefaultScheduleStatus.STOPPED,
+             description="One backup run per tenant each night (off by default); rotation keeps the last 30.")
 def nightly_backups(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
     """One backup run per tenant each night; rotation keeps the last 30. Each run carries its
     tenant's partition tag, so the instance's one-run-per-tenant limit keeps it from reading

@@ -37,7 +37,8 @@ def eligible_tenants(neo4j: Neo4jResource, tenants: list[str], min_group_size: i
 
 def build_reorg_schedule(cron: str, default_status: dg.DefaultScheduleStatus) -> dg.ScheduleDefinition:
     @dg.schedule(name="reorg_schedule", cron_schedule=cron, job=reorg_job, execution_timezone="UTC",
-                 default_status=default_status)
+                 default_status=default_status,
+                 description="Nightly reorganization: one run per tenant with enough new orphan memories.")
     def reorg_schedule(context: dg.ScheduleEvaluationContext,
                        neo4j: Neo4jResource) -> list[dg.RunRequest] | dg.SkipReason:
         """One run per eligible tenant; the run key (day, tenant) keeps a day from running it twice."""

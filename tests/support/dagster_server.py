@@ -82,7 +82,7 @@ def _wait_until_up(server: DagsterServer, process: subprocess.Popen[bytes], time
 
 @contextmanager
 def dagster_webserver_and_daemon(home: Path, env: dict[str, str], timeout_s: float = 300,
-                                 instance_yaml: Path = ROOT / "dagster.yaml") -> Iterator[DagsterServer]:
+                                 instance_yaml: Path = ROOT / "dagster_home" / "dagster.yaml") -> Iterator[DagsterServer]:
     """``dagster-webserver -w workspace.yaml`` on a free port plus ``dagster-daemon run``.
 
     DAGSTER_HOME is ``home`` with ``instance_yaml`` (default: the repo's dagster.yaml, with the
