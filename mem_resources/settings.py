@@ -90,6 +90,11 @@ class Settings(BaseSettings):
         description="A memory that fits no topic of its own language may join the other language's "
                     "topic it fits in multilingual-e5 space (both languages must be in the e5 or "
                     "an encoder space); false: Chinese and English never share a topic.")
+    topic_thresholds: str = Field(
+        default="", validation_alias=_env("MEMTEND_TOPIC_THRESHOLDS"),
+        description="A JSON file overriding the shipped placement thresholds per topic space in part "
+                    "(same shape as mem_assets/reorg/models/placement-thresholds.json; e.g. for an "
+                    "embedder other than WordLlama); empty: the shipped ones.")
     judge_concurrency: int = Field(default=4, ge=1, validation_alias=_env("MEMTEND_JUDGE_CONCURRENCY"))
     llm_timeout_s: float = Field(default=60.0, gt=0, validation_alias=_env("MEMTEND_LLM_TIMEOUT"),
                                  description="Seconds one LLM/embedding request may take.")

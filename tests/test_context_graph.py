@@ -25,7 +25,7 @@ from mem_assets.ingest.inbox import InboxResource
 from mem_resources.embedder import HashingEmbedder
 from mem_resources.memory_model import display_name
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.context_sample import context_run_config, load_sample
+from tests.support.context_sample import load_sample, with_context_config
 from tests.support.pipeline import (
     base_resources,
     materialize_partition,
@@ -116,8 +116,7 @@ def test_rematerializing_changes_nothing(neo4j, instance, tmp_path, tenant):
     shape = "MATCH (n {user_name: $t}) OPTIONAL MATCH (n)-[r]->() RETURN count(DISTINCT n) AS n, count(r) AS r"
     before = _rows(neo4j, shape, t=tenant)
     again = materialize_partition([context_graph], tenant, instance,
-                                  base_resources(neo4j, tmp_path / "inbox", tmp_path / "quarantine"),
-                                  run_config=context_run_config())
+                                  with_context_config(base_resources(neo4j, tmp_path / "inbox", tmp_path / "quarantine")))
     meta = _meta(again)
     assert (meta["files_already_ingested"], meta["accepted"], meta["nodes_created"]) == (2, 0, 0)
     assert _rows(neo4j, shape, t=tenant) == before
@@ -131,9 +130,8 @@ def test_bad_records_are_quarantined_while_good_ones_land(neo4j, instance, tmp_p
     write_inbox_file(tmp_path / "inbox", f"{tenant}/context", "day.jsonl", lines)
     config = tmp_path / "context.json"
     config.write_text(f'{{"tenants": {{"{tenant}": {{"user_id": "xnne", "scene": "chat"}}}}}}')
-    resources = base_resources(neo4j, tmp_path / "inbox", tmp_path / "quarantine")
-    result = materialize_partition([context_graph], tenant, instance, resources,
-                                   run_config=context_run_config(config))
+    resources = with_context_config(base_resources(neo4j, tmp_path / "inbox", tmp_path / "quarantine"), config)
+    result = materialize_partition([context_graph], tenant, instance, resources)
     meta = _meta(result)
     assert (meta["accepted"], meta["rejected"]) == (0, 6)
     reasons = {e["line"]: e for e in resources["inbox"].read_quarantine(tenant)}
@@ -144,8 +142,7 @@ def test_bad_records_are_quarantined_while_good_ones_land(neo4j, instance, tmp_p
 
     config.write_text(f'{{"tenants": {{"{tenant}": {{"user_id": "xnne", "agent_id": "c", "scene": "chat"}}}}}}')
     write_inbox_file(tmp_path / "inbox", f"{tenant}/context", "day2.jsonl", [good])
-    meta = _meta(materialize_partition([context_graph], tenant, instance, resources,
-                                       run_config=context_run_config(config)))
+    meta = _meta(materialize_partition([context_graph], tenant, instance, resources))
     assert meta["accepted"] == 1
     assert _value(neo4j, "MATCH (:Character {user_name: $t, id: 'char:xnne'})-[:OWNS_MEMORY]->(m) "
                          "RETURN m.data", t=tenant) == good["memory"]

@@ -24,6 +24,7 @@ from mem_assets.lifecycle.jobs import backup_tenant_job
 from mem_assets.lifecycle.operations import backup_tenant, restore_tenant
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.tenants import InvalidTenant, OutsideRoot
+from tests.support.context_sample import with_context_config
 from tests.support.lifecycle import seed_tenant
 from tests.support.pipeline import (
     base_resources,
@@ -95,10 +96,9 @@ def test_pathological_context_records_are_quarantined(neo4j, instance, tmp_path,
         json.dumps(good), "[" * DEEP + "]" * DEEP, {"memory": "\u200b\u2060\ufeff", "created_at": T0},
         {"memory": "[User] likes\u200b coffee.\u0007", "created_at": T0},
     ])
-    resources = base_resources(neo4j, tmp_path / "inbox", tmp_path / "q")
+    resources = with_context_config(base_resources(neo4j, tmp_path / "inbox", tmp_path / "q"), config)
 
-    result = materialize_partition([context_graph], tenant, instance, resources,
-                                   {"ops": {"context_graph": {"config": {"config_file": str(config)}}}})
+    result = materialize_partition([context_graph], tenant, instance, resources)
 
     assert result.success
     assert _texts(neo4j, tenant) == ["[User] likes coffee.", "[User] likes tea."]

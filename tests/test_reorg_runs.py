@@ -18,6 +18,7 @@ from mem_assets.reorg.summarizers import (
     LLMSummarizer,
     TopicSummary,
 )
+from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_assets.reorg.topic_writer import TopicWriter
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.neo4j_resource import Neo4jResource
@@ -87,12 +88,14 @@ def test_llm_summaries_and_a_malformed_answer_falls_back_to_the_offline_summary(
         assert graph_counts(neo4j, tenant) == before
 
 
-def test_unplaced_memories_record_why_wait_for_new_orphans_then_rejoin(neo4j, tenant, instance):
-    nothing_groups = {"ops": {"memory_clusters": {"config": {
-        "group_similarity": 0.99, "e5_group_similarity": 0.99, "combined_group_similarity": 0.99}}}}
+def test_unplaced_memories_record_why_wait_for_new_orphans_then_rejoin(neo4j, tenant, instance, tmp_path):
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text(json.dumps({space: {"group_similarity": 0.99} for space in ("embedder", "e5", "combined")}),
+                          encoding="utf-8")
+    nothing_groups = TopicVectorsResource(thresholds_file=str(thresholds))
     first = _texts({"fitness"}, 25)
     write_memories(neo4j, tenant, first)
-    result = run_reorg(neo4j, tenant, instance, run_config=nothing_groups)
+    result = run_reorg(neo4j, tenant, instance, topic_vectors=nothing_groups)
     assert materialization_metadata(result, "memory_clusters")["left_unplaced"] == 25
     assert graph_counts(neo4j, tenant)["topics"] == 0
     with neo4j.session() as session:
@@ -103,7 +106,7 @@ def test_unplaced_memories_record_why_wait_for_new_orphans_then_rejoin(neo4j, te
     assert {r["reason"] for r in reasons} == {"no_similar_topic"}
     assert all(1 <= r["group_size"] < 3 for r in reasons)
 
-    again = run_reorg(neo4j, tenant, instance, run_config=nothing_groups)
+    again = run_reorg(neo4j, tenant, instance, topic_vectors=nothing_groups)
     assert materialization_metadata(again, "reorg_candidates")["candidates"] == 0
 
     write_memories(neo4j, tenant, [f"Gym note {i}: {text}" for i, text in enumerate(first[:20])])

@@ -18,9 +18,9 @@ SCHEMA_CHECK = "matches_reference_schema"
 
 
 class ContextGraphConfig(WorkingMemoryConfig):
-    config_file: str = Field(default="", description=(
-        "Per-tenant context config (JSON: user/agent ids, characters, scene, single-valued "
-        "predicates); empty: the context_profiles resource's file (MEMTEND_CONTEXT_CONFIG)."))
+    """The context config file (ids, characters, scene per tenant) is the ``context_profiles``
+    resource's (MEMTEND_CONTEXT_CONFIG): one per deployment, with a section per tenant."""
+
     batch_size: int = Field(default=2000, ge=1, description="Records per write transaction.")
 
 
@@ -42,7 +42,7 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
     """Seed 002's context graph: realtime/offline records as memories with characters, scenes,
     conversations and claims (older single-valued claims superseded)."""
     tenant = tenant_of(context)
-    profiles = context_profiles.load(config.config_file)
+    profiles = context_profiles.load()
     report = ingest_context(tenant, neo4j, embedder, inbox, profiles, config.batch_size,
                             config.working_memory_capacity)
     for skipped in report.files_skipped:

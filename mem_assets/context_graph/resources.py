@@ -14,8 +14,8 @@ class ContextProfiles(ConfigurableResource):
 
     config_file: str = ""
 
-    def load(self, override: str = "") -> ContextConfig:
-        path = override or self.config_file
-        if not path:
+    def load(self) -> ContextConfig:
+        """Read at each run, so an edited file counts from the next run on."""
+        if not self.config_file:
             return ContextConfig()
-        return ContextConfig.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        return ContextConfig.model_validate_json(Path(self.config_file).read_text(encoding="utf-8"))

@@ -1,17 +1,13 @@
 """Hierarchical reorganization per tenant (seed 000 §6): candidates → placement plan → topics."""
 
-from dataclasses import replace
-from typing import Any
-
 import dagster as dg
 import pandas as pd
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
 from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, plan_table
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
-from mem_assets.reorg.topic_vectors import E5_SPACE, ENCODER_SPACES, MAIN_SPACE, TopicVectorsResource
+from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_assets.reorg.topic_writer import (
     TopicWriter,
     histogram_rows,
@@ -24,8 +20,6 @@ from mem_resources.metadata import change_marker, count_table, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.partitions import tenant_of, tenant_partitions
 from mem_resources.run_policy import LLM_POOL, LLM_RETRY, OWNERS
-
-DEFAULTS = PlacementParams()
 
 
 class CandidatesConfig(dg.Config):
@@ -42,107 +36,6 @@ class CandidatesConfig(dg.Config):
         default=False,
         description="Re-cluster every live memory of the tenant from scratch; the old topics are "
                     "archived with SUPERSEDED_BY lineage to the new ones (members are not touched).")
-
-
-def _in_e5_space(param: str, **bounds: float) -> Any:
-    """A run-config field for ``PlacementParams.<param>`` in the multilingual-e5 space (``E5_PARAMS``)."""
-    return Field(default=getattr(E5_PARAMS, param), description=f"{param} for languages in the e5 space.",
-                 **bounds)
-
-
-def _in_combined_space(param: str, **bounds: float) -> Any:
-    """A run-config field for ``PlacementParams.<param>`` in the encoder spaces (``COMBINED_PARAMS``)."""
-    return Field(default=getattr(COMBINED_PARAMS, param),
-                 description=f"{param} for languages in their topic encoder's space.", **bounds)
-
-
-class PlacementConfig(dg.Config):
-    """Thresholds are cosines in the topic space (docs/reorg.md: how they were tuned)."""
-
-    place_similarity: float = Field(default=DEFAULTS.place_similarity, ge=-1, le=1,
-                                    description="A memory joins a topic at least this close to its centroid.")
-    place_margin: float = Field(default=DEFAULTS.place_margin, ge=0,
-                                description="...and closer by this much than to any other theme.")
-    group_similarity: float = Field(default=DEFAULTS.group_similarity, ge=-1, le=1,
-                                    description="Average similarity within a new group (linkage cut).")
-    merge_similarity: float = Field(default=DEFAULTS.merge_similarity, ge=-1, le=1,
-                                    description="Themes this alike are one topic (near-duplicate check too).")
-    attach_similarity: float = Field(default=DEFAULTS.attach_similarity, ge=-1, le=1,
-                                     description="A new group joins an existing theme this close (by centroid).")
-    attach_margin: float = Field(default=DEFAULTS.attach_margin, ge=0,
-                                 description="...and closer by this much than to any other theme.")
-    max_cluster_size: int = Field(default=DEFAULTS.max_members, ge=2, description="Most memories under one topic.")
-    min_cluster_size: int = Field(default=DEFAULTS.min_cluster_size, ge=2,
-                                  description="Smallest new topic; smaller groups stay unplaced.")
-    theme_similarity: float = Field(default=DEFAULTS.theme_similarity, ge=-1, le=1,
-                                    description="New groups in one looser linkage group at this similarity are "
-                                                "sub-topics of one theme (1: only merge_similarity joins them).")
-    min_theme_size: int = Field(default=DEFAULTS.min_theme_size, ge=1,
-                                description="Smallest new top-level topic; a smaller theme stays unplaced.")
-    refresh_fraction: float = Field(default=DEFAULTS.refresh_fraction, gt=0, le=1,
-                                    description="A topic whose memories changed this much gets a new summary.")
-    e5_place_similarity: float = _in_e5_space("place_similarity", ge=-1, le=1)
-    e5_place_margin: float = _in_e5_space("place_margin", ge=0)
-    e5_group_similarity: float = _in_e5_space("group_similarity", ge=-1, le=1)
-    e5_merge_similarity: float = _in_e5_space("merge_similarity", ge=-1, le=1)
-    e5_attach_similarity: float = _in_e5_space("attach_similarity", ge=-1, le=1)
-    e5_attach_margin: float = _in_e5_space("attach_margin", ge=0)
-    e5_min_cluster_size: int = _in_e5_space("min_cluster_size", ge=2)
-    e5_theme_similarity: float = _in_e5_space("theme_similarity", ge=-1, le=1)
-    e5_min_theme_size: int = _in_e5_space("min_theme_size", ge=1)
-    combined_place_similarity: float = _in_combined_space("place_similarity", ge=-1, le=1)
-    combined_place_margin: float = _in_combined_space("place_margin", ge=0)
-    combined_group_similarity: float = _in_combined_space("group_similarity", ge=-1, le=1)
-    combined_merge_similarity: float = _in_combined_space("merge_similarity", ge=-1, le=1)
-    combined_attach_similarity: float = _in_combined_space("attach_similarity", ge=-1, le=1)
-    combined_attach_margin: float = _in_combined_space("attach_margin", ge=0)
-    combined_min_cluster_size: int = _in_combined_space("min_cluster_size", ge=2)
-    combined_theme_similarity: float = _in_combined_space("theme_similarity", ge=-1, le=1)
-    combined_min_theme_size: int = _in_combined_space("min_theme_size", ge=1)
-    cross_place_similarity: float = Field(
-        default=CROSS_PARAMS.place_similarity, ge=-1, le=1,
-        description="A memory that fits no topic of its language joins the other language's topic at "
-                    "least this close in e5 space (MEMTEND_TOPIC_CROSS_LANGUAGE).")
-    cross_place_margin: float = Field(default=CROSS_PARAMS.place_margin, ge=0,
-                                      description="...and closer by this much than to its other themes.")
-    seed: int = Field(default=0, description="KMeans seed: the same input gives the same plan.")
-
-    @model_validator(mode="after")
-    def _sizes_in_order(self) -> "PlacementConfig":
-        if max(self.min_cluster_size, self.e5_min_cluster_size, self.combined_min_cluster_size) \
-                > self.max_cluster_size:
-            raise ValueError("min_cluster_size, e5_min_cluster_size and combined_min_cluster_size must not "
-                             "exceed max_cluster_size")
-        return self
-
-    def params(self) -> PlacementParams:
-        return PlacementParams(
-            place_similarity=self.place_similarity, place_margin=self.place_margin,
-            group_similarity=self.group_similarity, merge_similarity=self.merge_similarity,
-            attach_similarity=self.attach_similarity, attach_margin=self.attach_margin,
-            max_members=self.max_cluster_size, min_cluster_size=self.min_cluster_size,
-            theme_similarity=self.theme_similarity, min_theme_size=self.min_theme_size,
-            refresh_fraction=self.refresh_fraction, seed=self.seed)
-
-    def e5_params(self) -> PlacementParams:
-        """``params`` with each ``e5_<name>`` setting in place of ``<name>``."""
-        return self._prefixed("e5_")
-
-    def combined_params(self) -> PlacementParams:
-        """``params`` with each ``combined_<name>`` setting in place of ``<name>``."""
-        return self._prefixed("combined_")
-
-    def _prefixed(self, prefix: str) -> PlacementParams:
-        return replace(self.params(), **{name.removeprefix(prefix): getattr(self, name)
-                                         for name in type(self).model_fields if name.startswith(prefix)})
-
-    def cross_params(self) -> CrossParams:
-        return CrossParams(place_similarity=self.cross_place_similarity, place_margin=self.cross_place_margin)
-
-    def space_params(self) -> dict[str, PlacementParams]:
-        """The thresholds of each topic space (``reorg.vectors``)."""
-        return {MAIN_SPACE: self.params(), E5_SPACE: self.e5_params(),
-                **dict.fromkeys(ENCODER_SPACES.values(), self.combined_params())}
 
 
 class SummaryConfig(dg.Config):
@@ -191,15 +84,17 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     owners=OWNERS,
     code_version="1",
 )
-def memory_clusters(context: dg.AssetExecutionContext, config: PlacementConfig, neo4j: Neo4jResource,
+def memory_clusters(context: dg.AssetExecutionContext, neo4j: Neo4jResource,
                     embedder: EmbedderResource, topic_vectors: TopicVectorsResource,
                     reorg_candidates: pd.DataFrame) -> pd.DataFrame:
     """The placement plan: candidates offered to the tenant's topics, the rest grouped into new
-    topics or left unplaced with a reason (a rebuild plans from scratch and retires the old tree)."""
+    topics or left unplaced with a reason (a rebuild plans from scratch and retires the old tree).
+    Each topic space's thresholds are the ``topic_vectors`` resource's: tuned with its models,
+    overridden per deployment only (``MEMTEND_TOPIC_THRESHOLDS``), not per run."""
     rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
     salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
     frame = plan_table(neo4j, embedder, topic_vectors, tenant_of(context), reorg_candidates,
-                       config.space_params(), rebuild, salt, config.cross_params())
+                       topic_vectors.space_params(), rebuild, salt, topic_vectors.cross_params())
     topics = frame[frame["kind"] == TOPIC]
     aside = frame[frame["kind"] == SET_ASIDE]
     placed = sum(len(set(children) & set(reorg_candidates["id"]))

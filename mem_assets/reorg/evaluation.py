@@ -31,9 +31,6 @@ from pydantic import BaseModel, Field
 
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.placement import (
-    COMBINED_PARAMS,
-    CROSS_PARAMS,
-    E5_PARAMS,
     CrossParams,
     LanguagePool,
     PlacementParams,
@@ -41,6 +38,7 @@ from mem_assets.reorg.placement import (
     near_duplicate_roots,
     plan_languages,
 )
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.topic_vectors import (
     DEFAULT_COMBINED_LANGUAGES,

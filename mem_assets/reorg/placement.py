@@ -50,11 +50,10 @@ AMBIGUOUS = "ambiguous"
 
 @dataclass(frozen=True)
 class PlacementParams:
-    """Thresholds are cosines in the topic space (see ``topic_space``). The defaults are for the
-    offline WordLlama embedder's space, chosen on the tuning half of the labeled set for purity
-    (docs/reorg.md); ``E5_PARAMS`` for the multilingual-e5 space, the purest setting that places
-    >= 95 % of its language on the tuning half. ``theme_similarity`` below ``group_similarity``
-    gathers groups into themes (off at 1: docs/reorg.md, "themed groups")."""
+    """Thresholds are cosines in the topic space (see ``topic_space``). The defaults are the
+    shipped ones of the offline WordLlama embedder's space; each space's shipped values are in
+    ``models/placement-thresholds.json`` (``placement_thresholds``). ``theme_similarity`` below
+    ``group_similarity`` gathers groups into themes (off at 1)."""
 
     place_similarity: float = 0.30
     place_margin: float = 0.03
@@ -72,15 +71,6 @@ class PlacementParams:
     seed: int = 0
 
 
-#: Thresholds in the multilingual-e5-small ``query:`` space (``reorg.vectors``; Chinese by default).
-E5_PARAMS = PlacementParams(place_similarity=0.25, place_margin=0.03, group_similarity=0.15,
-                            merge_similarity=0.35, attach_similarity=0.10, attach_margin=0.05)
-#: Thresholds in the combined (topic encoder, e5 carried) space, with themed groups: the rule of
-#: research/studies/topic_tuned_space_rule.md on the tuning parts (docs/reorg.md, "Topic encoder").
-COMBINED_PARAMS = PlacementParams(place_similarity=0.30, group_similarity=0.30, merge_similarity=0.50,
-                                  min_cluster_size=2, theme_similarity=0.10, min_theme_size=4)
-
-
 @dataclass(frozen=True)
 class CrossParams:
     """A memory that fits no topic of its own language (after the first offer, and again what is
@@ -90,11 +80,6 @@ class CrossParams:
 
     place_similarity: float = 0.35
     place_margin: float = 0.05
-
-
-#: Chosen on the tuning parts with the topic encoder by research/studies/topic_tuned_space_rule.md (docs/reorg.md,
-#: "Topic encoder"; 0.25 before it, by research/studies/cross_language_rule.md).
-CROSS_PARAMS = CrossParams()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ import pandas as pd
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.placement import (
-    CROSS_PARAMS,
     CrossParams,
     CyclePlan,
     LanguagePool,
@@ -27,6 +26,7 @@ from mem_assets.reorg.placement import (
     plan_languages,
     rebuild_lineage,
 )
+from mem_assets.reorg.placement_thresholds import CROSS_PARAMS
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.topic_vectors import (
     E5_SPACE,

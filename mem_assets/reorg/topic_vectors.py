@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 import dagster as dg
 import numpy as np
 
-from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.placement import CrossParams, PlacementParams
+from mem_assets.reorg.placement_thresholds import SHIPPED, PlacementThresholds
 from mem_assets.reorg.topic_encoder import ENCODERS, topic_encoder_embed
 from mem_resources.embedder import (
     E5_QUERY_SPACE,
@@ -58,10 +59,17 @@ NEEDS_E5 = frozenset({E5_SPACE, *ENCODER_SPACES.values()})
 DEFAULT_E5_LANGUAGES: tuple[str, ...] = ()
 #: Placed in their encoder's space by default (``MEMTEND_TOPIC_COMBINED_LANGUAGES``).
 DEFAULT_COMBINED_LANGUAGES = ("en", "zh")
-#: Each space's shipped thresholds (run config ``memory_clusters`` overrides them per space; both
-#: encoder spaces take the ``combined_*`` ones: research/studies/topic_zh_encoder_rule.md chose them for Chinese too).
-SHIPPED_PARAMS = {MAIN_SPACE: PlacementParams(), E5_SPACE: E5_PARAMS,
-                  **dict.fromkeys(ENCODER_SPACES.values(), COMBINED_PARAMS)}
+
+
+def space_params(thresholds: PlacementThresholds) -> dict[str, PlacementParams]:
+    """Each space's thresholds by its stored-centroid tag: both encoder spaces take the
+    ``combined`` ones (research/studies/topic_zh_encoder_rule.md chose them for Chinese too)."""
+    return {MAIN_SPACE: thresholds.embedder_params, E5_SPACE: thresholds.e5_params,
+            **dict.fromkeys(ENCODER_SPACES.values(), thresholds.combined_params)}
+
+
+#: Each space's shipped thresholds (``models/placement-thresholds.json``).
+SHIPPED_PARAMS = space_params(SHIPPED)
 
 
 def _kept_slices() -> dict[str, slice]:
@@ -139,14 +147,28 @@ def _e5_half(vectors: np.ndarray) -> np.ndarray:
 class TopicVectorsResource(dg.ConfigurableResource):
     """Per language, the space its topics live in: its encoder's for
     ``MEMTEND_TOPIC_COMBINED_LANGUAGES`` (default en,zh), e5 for ``MEMTEND_TOPIC_E5_LANGUAGES``
-    (default none), else the embedder's; and whether a memory may join the other language's topics
-    (``MEMTEND_TOPIC_CROSS_LANGUAGE``)."""
+    (default none), else the embedder's; whether a memory may join the other language's topics
+    (``MEMTEND_TOPIC_CROSS_LANGUAGE``); and each space's placement thresholds
+    (``MEMTEND_TOPIC_THRESHOLDS`` over the shipped ones)."""
 
     #: pydantic copies field defaults, so the lists are not shared.
     e5_languages: list[str] = list(DEFAULT_E5_LANGUAGES)  # noqa: RUF012
     combined_languages: list[str] = list(DEFAULT_COMBINED_LANGUAGES)  # noqa: RUF012
     #: ``MEMTEND_TOPIC_CROSS_LANGUAGE``: memories may join the other language's topics.
     cross_language: bool = True
+    #: ``MEMTEND_TOPIC_THRESHOLDS``: a JSON file overriding the shipped placement thresholds in
+    #: part (``placement_thresholds``); empty: the shipped ones.
+    thresholds_file: str = ""
+
+    def thresholds(self) -> PlacementThresholds:
+        return SHIPPED.with_file(self.thresholds_file)
+
+    def space_params(self) -> dict[str, PlacementParams]:
+        """The thresholds of each topic space."""
+        return space_params(self.thresholds())
+
+    def cross_params(self) -> CrossParams:
+        return self.thresholds().cross_params
 
     def space(self, language: str) -> str:
         return space_of(language, self.e5_languages, self.combined_languages)

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, holdout_split, read_items
-from mem_assets.reorg.placement import E5_PARAMS, PlacementParams, plan_cycle
+from mem_assets.reorg.placement import PlacementParams, plan_cycle
+from mem_assets.reorg.placement_thresholds import E5_PARAMS
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.topic_vectors import combine
 from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed

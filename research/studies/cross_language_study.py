@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
-from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, CrossParams, PlacementParams
+from mem_assets.reorg.placement import CrossParams, PlacementParams
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_vectors import combine
 from research.studies.combined_space_study import Cached, embed_all, growth_check, tuning_sets
 

@@ -45,7 +45,8 @@ import numpy as np
 from mem_assets.reorg import evaluation
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
-from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.placement import PlacementParams
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.topic_vectors import E5_DIMENSION, combine
 from mem_resources import bge

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
-from mem_assets.reorg.placement import COMBINED_PARAMS
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS
 from mem_assets.reorg.topic_encoder import topic_encoder_embed
 from research.studies.combined_space_study import ROOT, growth_check, tuning_sets
 from research.studies.topic_bge_study import MODELS, VectorCache, with_e5_tail

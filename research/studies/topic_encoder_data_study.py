@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from mem_assets.reorg.evaluation import EvalItem, holdout_split, read_items
-from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, CrossParams, PlacementParams
+from mem_assets.reorg.placement import CrossParams, PlacementParams
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_encoder import ENCODERS, Language, topic_encoder_embed
 from mem_resources import bge
 from mem_resources.settings import load_settings

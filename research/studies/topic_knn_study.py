@@ -36,7 +36,8 @@ import numpy as np
 
 from mem_assets.reorg import placement
 from mem_assets.reorg.evaluation import EvalItem
-from mem_assets.reorg.placement import COMBINED_PARAMS, PlacementParams, Topic
+from mem_assets.reorg.placement import PlacementParams, Topic
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_space import languages
 from research.studies import combined_space_study
 from research.studies.combined_space_study import growth_check, heldout_sets, tuning_sets
@@ -177,7 +178,7 @@ def main() -> None:
             print(json.dumps({"references": args.references, **entry}), flush=True)
         return
     shipped = score(sets, names if args.final else (*names, "growth"), en_spaces["shipped"], zh_spaces["shipped"],
-                    COMBINED_PARAMS, placement.E5_PARAMS, None, seam=knn)
+                    COMBINED_PARAMS, E5_PARAMS, None, seam=knn)
     print(json.dumps({"candidate": "shipped", **shipped}), flush=True)
     if args.final:
         family, k, place, group, attach = args.final

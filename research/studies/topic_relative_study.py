@@ -35,7 +35,8 @@ import numpy as np
 
 from mem_assets.reorg import placement
 from mem_assets.reorg.evaluation import EvalItem
-from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS, PlacementParams, Topic
+from mem_assets.reorg.placement import PlacementParams, Topic
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_space import TopicSpace, languages
 from mem_assets.reorg.topic_vectors import combine
 from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed

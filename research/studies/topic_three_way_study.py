@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mem_assets.reorg.placement import COMBINED_PARAMS, E5_PARAMS
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_vectors import combine
 from mem_resources.embedder import normalize_rows
 from research.studies.topic_bge_study import gain, qualifies, row_of, tuning_vectors

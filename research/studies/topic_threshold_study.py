@@ -34,7 +34,8 @@ import numpy as np
 
 from mem_assets.reorg import evaluation
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, read_items
-from mem_assets.reorg.placement import E5_PARAMS, CyclePlan, PlacementParams
+from mem_assets.reorg.placement import CyclePlan, PlacementParams
+from mem_assets.reorg.placement_thresholds import E5_PARAMS
 from mem_resources.embedder import WordLlamaEmbedder, e5_query_embed, normalize_rows
 
 SPACES = ("wordllama", "e5")

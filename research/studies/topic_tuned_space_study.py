@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mem_assets.reorg.placement import E5_PARAMS, CrossParams, PlacementParams
+from mem_assets.reorg.placement import CrossParams, PlacementParams
+from mem_assets.reorg.placement_thresholds import E5_PARAMS
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.topic_vectors import combine
 from mem_resources import bge

@@ -27,7 +27,8 @@ import torch
 
 from mem_assets.reorg import evaluation
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics, holdout_split, read_items
-from mem_assets.reorg.placement import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, PlacementParams
+from mem_assets.reorg.placement import PlacementParams
+from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_encoder import topic_encoder_embed
 from mem_assets.reorg.topic_vectors import E5_DIMENSION
 from research.studies.combined_space_study import ROOT, Cached, growth_check, tuning_sets

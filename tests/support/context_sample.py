@@ -9,6 +9,7 @@ from typing import Any
 import dagster as dg
 
 from mem_assets.context_graph.assets import context_graph
+from mem_assets.context_graph.resources import ContextProfiles
 from mem_assets.ingest.assets import memory_items
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.pipeline import base_resources, materialize_partition
@@ -18,8 +19,9 @@ SAMPLE_INBOX = SAMPLE / "inbox" / "xnne"
 SAMPLE_CONFIG = SAMPLE / "context_config.json"
 
 
-def context_run_config(config_file: Path = SAMPLE_CONFIG, **extra: Any) -> dict[str, Any]:
-    return {"ops": {"context_graph": {"config": {"config_file": str(config_file), **extra}}}}
+def with_context_config(resources: dict[str, Any], config_file: Path = SAMPLE_CONFIG) -> dict[str, Any]:
+    """``resources`` with the context profiles of ``config_file`` (MEMTEND_CONTEXT_CONFIG)."""
+    return {**resources, "context_profiles": ContextProfiles(config_file=str(config_file))}
 
 
 def stage_sample(inbox_root: Path, tenant: str, context_files: tuple[str, ...] = ("offline.jsonl", "realtime.jsonl"),
@@ -40,5 +42,4 @@ def load_sample(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance,
     stage_sample(tmp / "inbox", tenant, context_files, plain)
     assets = [memory_items, context_graph] if plain else [context_graph]
     return materialize_partition(assets, tenant, instance,
-                                 base_resources(neo4j, tmp / "inbox", tmp / "quarantine"),
-                                 run_config=context_run_config())
+                                 with_context_config(base_resources(neo4j, tmp / "inbox", tmp / "quarantine")))

@@ -46,19 +46,21 @@ def write_memories(neo4j: Neo4jResource, tenant: str, texts: Sequence[str],
     return [row["id"] for row in rows]
 
 
-def reorg_resources(neo4j: Neo4jResource,
-                    summarizer: SummarizerResource | None = None) -> dict[str, Any]:
-    return {"neo4j": neo4j, "embedder": EMBEDDER, "topic_vectors": TOPIC_VECTORS,
+def reorg_resources(neo4j: Neo4jResource, summarizer: SummarizerResource | None = None,
+                    topic_vectors: TopicVectorsResource | None = None) -> dict[str, Any]:
+    return {"neo4j": neo4j, "embedder": EMBEDDER, "topic_vectors": topic_vectors or TOPIC_VECTORS,
             "summarizer": summarizer or ExtractiveSummarizer()}
 
 
 def run_reorg(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance,
               summarizer: SummarizerResource | None = None,
-              run_config: dict[str, Any] | None = None) -> dg.ExecuteInProcessResult:
+              run_config: dict[str, Any] | None = None,
+              topic_vectors: TopicVectorsResource | None = None) -> dg.ExecuteInProcessResult:
+    """``topic_vectors``: e.g. one with a deployment's thresholds file (MEMTEND_TOPIC_THRESHOLDS)."""
     if not instance.has_dynamic_partition("tenants", tenant):
         instance.add_dynamic_partitions("tenants", [tenant])
     return dg.materialize(REORG_ASSETS, partition_key=tenant, instance=instance,
-                          resources=reorg_resources(neo4j, summarizer), run_config=run_config or {})
+                          resources=reorg_resources(neo4j, summarizer, topic_vectors), run_config=run_config or {})
 
 
 def graph_counts(neo4j: Neo4jResource, tenant: str) -> dict[str, int]:

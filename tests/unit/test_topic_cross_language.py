@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mem_assets.reorg.assets import PlacementConfig
 from mem_assets.reorg.placement import (
-    CROSS_PARAMS,
     NO_SIMILAR_TOPIC,
     CrossParams,
     LanguagePool,
@@ -16,7 +14,16 @@ from mem_assets.reorg.placement import (
     Topic,
     plan_languages,
 )
-from mem_assets.reorg.topic_vectors import COMBINED_SPACE, E5_DIMENSION, E5_SPACE, MAIN_SPACE, combine, to_shared
+from mem_assets.reorg.placement_thresholds import CROSS_PARAMS
+from mem_assets.reorg.topic_vectors import (
+    COMBINED_SPACE,
+    E5_DIMENSION,
+    E5_SPACE,
+    MAIN_SPACE,
+    TopicVectorsResource,
+    combine,
+    to_shared,
+)
 from mem_resources.settings import Settings
 
 DIM = 48
@@ -146,8 +153,12 @@ def test_the_shared_space_is_e5_and_the_combined_spaces_e5_half():
     assert to_shared(MAIN_SPACE) is None, "the embedder's space relates no languages"
 
 
-def test_the_setting_and_run_config():
+def test_the_settings(tmp_path):
     assert Settings().topic_cross_language is True
     assert Settings(MEMTEND_TOPIC_CROSS_LANGUAGE="false").topic_cross_language is False
-    assert PlacementConfig().cross_params() == CROSS_PARAMS
-    assert PlacementConfig(cross_place_similarity=0.4).cross_params().place_similarity == 0.4
+    assert TopicVectorsResource().cross_params() == CROSS_PARAMS == CrossParams(place_similarity=0.35, place_margin=0.05)
+    path = tmp_path / "thresholds.json"
+    path.write_text('{"cross_language": {"place_similarity": 0.4}}', encoding="utf-8")
+    assert Settings(MEMTEND_TOPIC_THRESHOLDS=str(path)).topic_thresholds == str(path)
+    moved = TopicVectorsResource(thresholds_file=str(path)).cross_params()
+    assert (moved.place_similarity, moved.place_margin) == (0.4, CROSS_PARAMS.place_margin)

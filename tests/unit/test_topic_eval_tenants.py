@@ -1,7 +1,7 @@
 """`memtend eval-topics` plans each tenant on its own, as production does: two users with the very
 same memories get a topic each, never a shared one, and their alike topics are not near-duplicates
-of each other (the asset check looks within one tenant). The command line takes the thresholds as
-the memory_clusters run config does. No Neo4j."""
+of each other (the asset check looks within one tenant). The command line takes thresholds per
+topic space as the MEMTEND_TOPIC_THRESHOLDS file does. No Neo4j."""
 
 from __future__ import annotations
 
@@ -74,10 +74,11 @@ def _eval_cli(path, *options: str):
                                     "--e5-languages", "none", "--combined-languages", "none", *options])
 
 
-def test_cli_scores_per_tenant_with_the_run_config_thresholds(items_file):
-    """`--placement` takes the memory_clusters run config: the figures are those of that setting."""
-    config = {"group_similarity": PARAMS.group_similarity, "place_similarity": PARAMS.place_similarity,
-              "min_cluster_size": PARAMS.min_cluster_size}
+def test_cli_scores_per_tenant_with_the_given_thresholds(items_file):
+    """`--placement` takes thresholds per topic space (the MEMTEND_TOPIC_THRESHOLDS file's shape):
+    the figures are those of that setting."""
+    config = {"embedder": {"group_similarity": PARAMS.group_similarity, "place_similarity": PARAMS.place_similarity,
+                           "min_cluster_size": PARAMS.min_cluster_size}}
     result = _eval_cli(items_file, "--placement", json.dumps(config))
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
@@ -89,6 +90,6 @@ def test_cli_scores_per_tenant_with_the_run_config_thresholds(items_file):
 
 def test_cli_refuses_a_misspelt_threshold(items_file):
     """A typo must not silently score the shipped defaults."""
-    result = _eval_cli(items_file, "--placement", '{"place_similarty": 0.2}')
+    result = _eval_cli(items_file, "--placement", '{"embedder": {"place_similarty": 0.2}}')
     assert result.exit_code == 2
     assert "place_similarty" in result.output

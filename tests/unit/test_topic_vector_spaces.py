@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from mem_assets.reorg.assets import PlacementConfig
 from mem_assets.reorg.evaluation import EvalItem, evaluate_topics
-from mem_assets.reorg.placement import E5_PARAMS, PlacementParams
+from mem_assets.reorg.placement import PlacementParams
+from mem_assets.reorg.placement_thresholds import E5_PARAMS, EMBEDDER_PARAMS, SHIPPED
 from mem_assets.reorg.topic_encoder import ENCODERS
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.topic_vectors import (
@@ -93,23 +93,42 @@ def test_kept_vectors_give_e5_to_the_e5_space_and_each_encoder_to_its_language()
     assert COMBINED_WEIGHT < 1e-5
 
 
-def test_the_e5_space_takes_its_own_run_config():
-    config = PlacementConfig(e5_group_similarity=0.2, e5_min_cluster_size=2)
-    assert (config.e5_params().group_similarity, config.e5_params().min_cluster_size) == (0.2, 2)
-    assert (config.params().group_similarity, config.params().min_cluster_size) == (0.15, 3)
-    with pytest.raises(ValidationError):
-        PlacementConfig(e5_min_cluster_size=30)
+def test_the_shipped_thresholds_of_each_space_are_those_tuned():
+    """The shipped file holds the values placement was tuned and floored with (placement unchanged)."""
+    spaces = TopicVectorsResource().space_params()
+    assert spaces[MAIN_SPACE] == EMBEDDER_PARAMS == PlacementParams(), "the dataclass defaults are the embedder's"
+    assert spaces[E5_SPACE] == E5_PARAMS == PlacementParams(
+        place_similarity=0.25, place_margin=0.03, group_similarity=0.15, merge_similarity=0.35,
+        attach_similarity=0.10, attach_margin=0.05)
+    assert spaces[COMBINED_SPACE] == PlacementParams(
+        place_similarity=0.30, group_similarity=0.30, merge_similarity=0.50, min_cluster_size=2,
+        theme_similarity=0.10, min_theme_size=4)
+    assert spaces[ENCODER_SPACES["zh"]] == spaces[COMBINED_SPACE], "both encoder spaces take combined"
 
 
-def test_the_combined_space_takes_its_own_run_config():
-    config = PlacementConfig(combined_place_similarity=0.3)
-    spaces = config.space_params()
-    assert spaces[COMBINED_SPACE].place_similarity == 0.3
+def _thresholds_file(tmp_path, text: str) -> str:
+    path = tmp_path / "thresholds.json"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_a_deployment_overrides_one_space_in_part(tmp_path):
+    path = _thresholds_file(tmp_path, '{"e5": {"group_similarity": 0.2, "min_cluster_size": 2}, '
+                                      '"combined": {"place_similarity": 0.35}}')
+    spaces = TopicVectorsResource(thresholds_file=path).space_params()
+    assert (spaces[E5_SPACE].group_similarity, spaces[E5_SPACE].min_cluster_size) == (0.2, 2)
+    assert spaces[E5_SPACE].merge_similarity == E5_PARAMS.merge_similarity, "the rest stays shipped"
+    assert spaces[COMBINED_SPACE].place_similarity == 0.35
     assert spaces[COMBINED_SPACE].theme_similarity == 0.10, "its shipped themed groups"
-    assert spaces[ENCODER_SPACES["zh"]] == spaces[COMBINED_SPACE], "both encoder spaces take combined_*"
-    assert (spaces[MAIN_SPACE].place_similarity, spaces[E5_SPACE].place_similarity) == (0.30, 0.25)
+    assert spaces[ENCODER_SPACES["zh"]] == spaces[COMBINED_SPACE]
+    assert spaces[MAIN_SPACE] == SHIPPED.embedder_params
+
+
+@pytest.mark.parametrize("text", ['{"e5": {"min_cluster_size": 30}}', '{"e5": {"place_similarty": 0.2}}',
+                                  '{"encoder": {}}', '{"combined": {"place_similarity": 2}}'])
+def test_a_bad_thresholds_file_is_refused(tmp_path, text):
     with pytest.raises(ValidationError):
-        PlacementConfig(combined_min_cluster_size=30)
+        TopicVectorsResource(thresholds_file=_thresholds_file(tmp_path, text)).space_params()
 
 
 def test_the_setting_refuses_unknown_languages():
