@@ -229,12 +229,12 @@ def eval_topics(
         help="Whether a memory may join the other language's topic: configured "
              "(MEMTEND_TOPIC_CROSS_LANGUAGE), on or off.")] = "configured",
     placement: Annotated[str, typer.Option(
-        help='Thresholds, as the memory_clusters run config takes them (JSON), e.g. '
-             '{"e5_group_similarity": 0.2, "e5_min_cluster_size": 2}; default: the shipped ones.')] = "{}",
+        help='Thresholds per topic space over the configured ones (MEMTEND_TOPIC_THRESHOLDS), as JSON '
+             'of that file\'s shape, e.g. {"e5": {"group_similarity": 0.2, "min_cluster_size": 2}}.')] = "{}",
 ) -> None:
     """Topic quality without Neo4j: batches go through placement in order; prints one JSON object
     (purity, ARI, NMI, share placed, topic count, near-duplicate topic pairs)."""
-    from mem_assets.reorg.assets import PlacementConfig
+    from mem_assets.reorg.placement_thresholds import SHIPPED, PlacementThresholds
 
     settings = load_settings()
     chosen = {"configured": lambda: build_embedder(settings, in_dagster=False), "wordllama": WordLlamaEmbedder,
@@ -254,19 +254,17 @@ def eval_topics(
                     fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
     try:
-        fields = json.loads(placement)
-        unknown = sorted(set(fields) - set(PlacementConfig.model_fields))
-        if unknown:
-            raise ValueError(f"not a memory_clusters setting: {', '.join(unknown)}")
-        config = PlacementConfig.model_validate(fields)
-    except (ValueError, TypeError) as exc:
-        message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        thresholds = SHIPPED.with_file(settings.topic_thresholds).overridden_by(
+            PlacementThresholds.model_validate_json(placement))
+    except (ValueError, OSError) as exc:
+        error = exc.errors()[0] if isinstance(exc, ValidationError) else None
+        message = f"{'.'.join(map(str, error['loc']))}: {error['msg']}" if error else str(exc)
         typer.secho(f"error: --placement: {message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
-    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), config.params(),
-                             spaces.e5_languages, config.e5_params(),
-                             combined_languages=spaces.combined_languages, combined_params=config.combined_params(),
-                             cross=config.cross_params() if across[cross_language] else None)
+    report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), thresholds.embedder_params,
+                             spaces.e5_languages, thresholds.e5_params,
+                             combined_languages=spaces.combined_languages, combined_params=thresholds.combined_params,
+                             cross=thresholds.cross_params if across[cross_language] else None)
     typer.echo(report_json(report))
 
 
