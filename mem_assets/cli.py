@@ -1,4 +1,4 @@
-"""``memtend``: run the pipeline for tenants, look at the graph, manage tenants and the schema."""
+"""``memtend``: run the pipeline for tenants, look at the graph, manage tenants and the graph schema."""
 
 from __future__ import annotations
 
@@ -278,7 +278,7 @@ def reembed(
 ) -> None:
     """Re-embed a tenant's memories in place with the configured embedder (MEMTEND_EMBEDDER):
     the migration after switching embedders. Texts, statuses and lineage stay as they are."""
-    from mem_resources.constraints import SchemaMismatchError
+    from mem_resources.constraints import VectorIndexMismatchError
     from mem_resources.reembedding import reembed_tenant
 
     if not tenants and not all_tenants:
@@ -293,7 +293,7 @@ def reembed(
         try:
             with neo4j.session() as session:
                 chosen = session.execute_read(memory_queries.memory_tenants) if all_tenants else tenants
-        except SchemaMismatchError as exc:
+        except VectorIndexMismatchError as exc:
             typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
             raise typer.Exit(2) from exc
         for tenant in chosen or []:

@@ -14,7 +14,7 @@ TENANT_SCOPED_LABELS = (
 )
 VECTOR_INDEX = "memory_embedding"
 #: What a process sees when another one (a run of another tenant, a parallel test worker) creates
-#: the same schema at the same moment: ``IF NOT EXISTS`` does not cover a creation not yet
+#: the same constraints and indexes at the same moment: ``IF NOT EXISTS`` does not cover a creation not yet
 #: committed (and two creations on one label can deadlock, which the driver retries).
 _RACED_CODES = frozenset({
     "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
@@ -46,7 +46,7 @@ _STATEMENTS = {
 }
 
 
-class SchemaMismatchError(RuntimeError):
+class VectorIndexMismatchError(RuntimeError):
     """The live vector index was built for another embedding dimension."""
 
 
@@ -94,7 +94,7 @@ def _existing(session: Session) -> tuple[set[str], set[str], int | None]:
 
 def ensure(session: Session, embedding_dimension: int) -> None:
     """Create what is missing and wait for indexes still populating. On a graph that has it all
-    this is two reads (every run's resource starts here), not twenty schema commands."""
+    this is two reads (every run's resource starts here), not twenty index and constraint commands."""
     names, pending, live = _existing(session)
     missing = [statement for name, statement in _STATEMENTS.items() if name not in names]
     for statement in missing:
@@ -104,13 +104,13 @@ def ensure(session: Session, embedding_dimension: int) -> None:
         _create(session, _vector_index_statement(), options=_vector_options(embedding_dimension))
         live = vector_index_dimension(session)
     if live != embedding_dimension:
-        raise SchemaMismatchError(mismatch_message(live, embedding_dimension))
+        raise VectorIndexMismatchError(mismatch_message(live, embedding_dimension))
     if missing or pending or created_vector_index:
         session.run("CALL db.awaitIndexes(300)").consume()
 
 
 def _create(session: Session, statement: str, **parameters: Any) -> None:
-    """One schema command in a managed transaction (the driver retries a deadlock with backoff);
+    """One index or constraint command in a managed transaction (the driver retries a deadlock with backoff);
     another process having created the same rule first counts as done."""
     try:
         session.execute_write(lambda tx: tx.run(statement, **parameters).consume())

@@ -1,4 +1,4 @@
-"""Dagster resource owning the Neo4j driver and the schema every query relies on."""
+"""Dagster resource owning the Neo4j driver and the constraints and indexes every query relies on."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dagster import ConfigurableResource, InitResourceContext
 from neo4j import Driver, GraphDatabase, NotificationDisabledClassification, Session
 from pydantic import PrivateAttr
 
-from mem_resources import constraints as schema
+from mem_resources import constraints
 from mem_resources.local_servers.neo4j import LocalNeo4jSettings, up
 from mem_resources.settings import DEFAULT_DIMENSIONS, DEFAULT_TTL_S, DEFAULT_WAIT_S, Settings
 from mem_resources.tenant_lock import LOCK_HOLDER_TAG, TenantLease
@@ -85,13 +85,13 @@ class Neo4jResource(ConfigurableResource):
 
     @property
     def driver(self) -> Driver:
-        """The driver, created on first use together with the schema (idempotent, ~0.1 s), so
-        that no query ever runs against a graph without its constraints and indexes."""
+        """The driver, created on first use together with the constraints and indexes (idempotent,
+        ~0.1 s), so that no query ever runs against a graph without them."""
         if self._driver is None:
             driver = self._connect()
             try:
                 with driver.session(database=self.database) as session:
-                    schema.ensure(session, self.embedding_dimension)
+                    constraints.ensure(session, self.embedding_dimension)
             except Exception:
                 driver.close()
                 raise
@@ -105,7 +105,7 @@ class Neo4jResource(ConfigurableResource):
         driver = self._connect()
         try:
             with driver.session(database=self.database) as session:
-                return schema.recreate_vector_index(session, self.embedding_dimension)
+                return constraints.recreate_vector_index(session, self.embedding_dimension)
         finally:
             driver.close()
 

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle import backup_files
 from mem_assets.lifecycle.backup_files import BackupError
 from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.lifecycle.jobs import backup_tenant_job, nightly_backups
@@ -33,12 +33,12 @@ from tests.support.lifecycle import counts, graph_digest, seed_tenant
 def _rewrite(path: Path, keep_node) -> None:
     """Rewrite a backup without some nodes, with file digests, counts and checksum recomputed:
     what a backup read while nodes were being created looked like before endpoint checks."""
-    manifest = json.loads((path / archive.MANIFEST).read_text())
-    file = path / archive.NODES
+    manifest = json.loads((path / backup_files.MANIFEST).read_text())
+    file = path / backup_files.NODES
     lines = [line for line in gzip.decompress(file.read_bytes()).splitlines(keepends=True)
              if keep_node(json.loads(line))]
     file.write_bytes(gzip.compress(b"".join(lines)))
-    entry = manifest["files"][archive.NODES]
+    entry = manifest["files"][backup_files.NODES]
     entry["lines"], entry["sha256"] = len(lines), hashlib.sha256(b"".join(lines)).hexdigest()
     manifest["counts"]["nodes"] = len(lines)
     labels: dict[str, int] = {}
@@ -46,17 +46,17 @@ def _rewrite(path: Path, keep_node) -> None:
         for label in json.loads(line)["labels"]:
             labels[label] = labels.get(label, 0) + 1
     manifest["counts"]["labels"] = labels
-    manifest["checksum"] = archive.combined_checksum(
-        {name: archive.FileEntry(**value) for name, value in manifest["files"].items()})
-    (path / archive.MANIFEST).write_text(json.dumps(manifest))
+    manifest["checksum"] = backup_files.combined_checksum(
+        {name: backup_files.FileEntry(**value) for name, value in manifest["files"].items()})
+    (path / backup_files.MANIFEST).write_text(json.dumps(manifest))
 
 
 def _dangling_ends(path: Path) -> list[tuple[str, str]]:
     """Relationship ends missing from a backup's nodes, read straight from its files."""
     def records(name: str) -> list[dict]:
         return [json.loads(line) for line in gzip.decompress((path / name).read_bytes()).splitlines()]
-    nodes = {(n["key"], n["id"]) for n in records(archive.NODES)}
-    return [end for r in records(archive.RELATIONSHIPS)
+    nodes = {(n["key"], n["id"]) for n in records(backup_files.NODES)}
+    return [end for r in records(backup_files.RELATIONSHIPS)
             for end in ((r["start_key"], r["start"]), (r["end_key"], r["end"])) if end not in nodes]
 
 
@@ -76,10 +76,10 @@ def test_restore_checks_the_manifest_counts_before_writing_anything(neo4j: Neo4j
                                                                     tmp_path: Path):
     seed_tenant(neo4j, tenant, memory_count=3)
     backup = backup_tenant(neo4j, tmp_path, tenant, keep_last=2)
-    manifest = json.loads((backup.path / archive.MANIFEST).read_text())
+    manifest = json.loads((backup.path / backup_files.MANIFEST).read_text())
     manifest["counts"]["relationship_types"]["MENTIONS"] += 1
     manifest["counts"]["relationships"] += 1
-    (backup.path / archive.MANIFEST).write_text(json.dumps(manifest))
+    (backup.path / backup_files.MANIFEST).write_text(json.dumps(manifest))
     drop_tenant(neo4j, tmp_path / "drop", tenant, keep_last=1)
 
     with pytest.raises(BackupError, match="does not add up to the manifest's counts"):
@@ -146,7 +146,7 @@ def test_a_backup_taken_during_merges_is_published_only_if_it_restores(
         stop.set()
         writer.join()
     assert merges[0] > 0
-    for path in archive.list_backups(tmp_path, tenant):
+    for path in backup_files.list_backups(tmp_path, tenant):
         assert _dangling_ends(path) == []
         open_verified(tmp_path, tenant, path.name)
 

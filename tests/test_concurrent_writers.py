@@ -17,7 +17,7 @@ import dagster as dg
 import pytest
 
 from mem_assets.dedup import apply_resolutions as resolution
-from mem_assets.dedup.resolution_plan import SupersedePlan
+from mem_assets.dedup.superseding import SupersedePlan
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.tenant_lock import TenantBusy, TenantLease
 from tests.support.dagster_server import MODEL_FREE_ENV, ROOT

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from mem_assets.cli import app
 from mem_assets.definitions import build_definitions
-from mem_resources import constraints as schema
+from mem_resources import constraints
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import Settings
 from tests.support.lifecycle import seed_tenant
@@ -53,8 +53,8 @@ def test_lifecycle_cli_uses_the_configured_embedding_dimension(
     other = 384 if neo4j.embedding_dimension != 384 else 256
     seed_tenant(neo4j, tenant, 5)
     with neo4j.session() as session:
-        session.run(f"DROP INDEX {schema.VECTOR_INDEX}").consume()
-        schema.ensure(session, other)
+        session.run(f"DROP INDEX {constraints.VECTOR_INDEX}").consume()
+        constraints.ensure(session, other)
     try:
         monkeypatch.setenv("NEO4J_URI", neo4j_uri)
         monkeypatch.setenv("MEMTEND_EMBEDDER", "hashing")
@@ -64,5 +64,5 @@ def test_lifecycle_cli_uses_the_configured_embedding_dimension(
         assert "nodes" in result.output
     finally:
         with neo4j.session() as session:
-            session.run(f"DROP INDEX {schema.VECTOR_INDEX}").consume()
-            schema.ensure(session, neo4j.embedding_dimension)
+            session.run(f"DROP INDEX {constraints.VECTOR_INDEX}").consume()
+            constraints.ensure(session, neo4j.embedding_dimension)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle import backup_files
 from mem_assets.lifecycle.backup_files import BackupError
 from mem_assets.lifecycle.operations import (
     LifecycleError,
@@ -101,19 +101,19 @@ def test_embeddings_and_datetimes_keep_their_types(neo4j: Neo4jResource, tenant:
 def test_rotation_keeps_the_newest_n(neo4j: Neo4jResource, tenant: str, tmp_path: Path):
     seed_tenant(neo4j, tenant, memory_count=2)
     made = [backup_tenant(neo4j, tmp_path, tenant, keep_last=3) for _ in range(5)]
-    kept = [p.name for p in archive.list_backups(tmp_path, tenant)]
+    kept = [p.name for p in backup_files.list_backups(tmp_path, tenant)]
     assert kept == [m.path.name for m in made[-3:]]
     assert made[3].rotated == [made[0].path.name]
     assert made[4].rotated == [made[1].path.name]
 
 
 def _corrupt_truncate(path: Path) -> None:
-    data = (path / archive.NODES).read_bytes()
-    (path / archive.NODES).write_bytes(data[: len(data) // 2])
+    data = (path / backup_files.NODES).read_bytes()
+    (path / backup_files.NODES).write_bytes(data[: len(data) // 2])
 
 
 def _corrupt_edit_line(path: Path) -> None:
-    file = path / archive.NODES
+    file = path / backup_files.NODES
     lines = gzip.decompress(file.read_bytes()).decode().splitlines(keepends=True)
     record = json.loads(lines[0])
     record["props"]["memory"] = "tampered"
@@ -122,17 +122,17 @@ def _corrupt_edit_line(path: Path) -> None:
 
 
 def _corrupt_drop_last_line(path: Path) -> None:
-    file = path / archive.RELATIONSHIPS
+    file = path / backup_files.RELATIONSHIPS
     lines = gzip.decompress(file.read_bytes()).splitlines(keepends=True)
     file.write_bytes(gzip.compress(b"".join(lines[:-1])))
 
 
 def _corrupt_manifest(path: Path) -> None:
-    (path / archive.MANIFEST).write_text('{"format": "memtend-tenant-backup", "tenant": 1}')
+    (path / backup_files.MANIFEST).write_text('{"format": "memtend-tenant-backup", "tenant": 1}')
 
 
 def _remove_manifest(path: Path) -> None:
-    (path / archive.MANIFEST).unlink()
+    (path / backup_files.MANIFEST).unlink()
 
 
 @pytest.mark.parametrize("corrupt, message", [
@@ -182,7 +182,7 @@ def test_drop_refuses_nodes_a_backup_could_not_restore(neo4j: Neo4jResource, ten
         with pytest.raises(LifecycleError, match="1 nodes .* have no key label"):
             drop_tenant(neo4j, tmp_path, tenant, keep_last=2)
         assert counts(neo4j, tenant) == before
-        assert archive.list_backups(tmp_path, tenant) == []
+        assert backup_files.list_backups(tmp_path, tenant) == []
     finally:
         with neo4j.session() as session:
             session.run("MATCH (s:Stray {user_name: $t}) DELETE s", t=tenant).consume()
@@ -199,7 +199,7 @@ def test_drop_refuses_cross_tenant_relationships(neo4j: Neo4jResource, twins: tu
         with pytest.raises(LifecycleError, match="1 relationships to nodes outside"):
             drop_tenant(neo4j, tmp_path, tenant, keep_last=2)
         assert counts(neo4j, tenant) == before
-        assert len(archive.list_backups(tmp_path, tenant)) == 1
+        assert len(backup_files.list_backups(tmp_path, tenant)) == 1
     finally:  # other suites assert that no relationship anywhere crosses tenants
         with neo4j.session() as session:
             session.run("MATCH (:Character {user_name: $b})-[r:KNOWS]->(:Character {user_name: $a}) "

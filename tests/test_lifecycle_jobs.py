@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from mem_assets.dedup.assets import dedup_candidates
 from mem_assets.definitions import defs
 from mem_assets.ingest.assets import memory_items
-from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle import backup_files
 from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.lifecycle.cli import app
 from mem_assets.lifecycle.jobs import (
@@ -76,7 +76,7 @@ def test_backup_job_rotates_and_schedule_backs_up_every_tenant(
         assert backup_tenant_job.execute_in_process(
             run_config=_ops("backup_tenant_op", tenant=tenant, keep_last=2),
             instance=instance, resources=resources).success
-    assert len(archive.list_backups(tmp_path, tenant)) == 2
+    assert len(backup_files.list_backups(tmp_path, tenant)) == 2
 
     instance.add_dynamic_partitions("tenants", [tenant, tenant + "_b"])
     context = dg.build_schedule_context(

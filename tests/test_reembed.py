@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mem_assets.cli import app
-from mem_resources import constraints as schema
-from mem_resources.constraints import SchemaMismatchError
+from mem_resources import constraints
+from mem_resources.constraints import VectorIndexMismatchError
 from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.lifecycle import seed_tenant
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.serial
 
 def _index_dimension(neo4j: Neo4jResource) -> int | None:
     with neo4j.session() as session:
-        return schema.vector_index_dimension(session)
+        return constraints.vector_index_dimension(session)
 
 
 def _nodes(neo4j: Neo4jResource, tenant: str) -> dict[str, dict]:
@@ -44,8 +44,8 @@ def graph_of_the_old_embedder(neo4j: Neo4jResource, tenant: str) -> Iterator[str
                     rows=[{"id": r["id"], "embedding": v.tolist()}
                           for r, v in zip(texts, old.embed([r["text"] for r in texts]), strict=True)]
                     ).consume()
-        session.run(f"DROP INDEX {schema.VECTOR_INDEX}").consume()
-        schema.ensure(session, 384)
+        session.run(f"DROP INDEX {constraints.VECTOR_INDEX}").consume()
+        constraints.ensure(session, 384)
     neo4j.close()
     try:
         yield tenant
@@ -58,8 +58,8 @@ def test_an_index_of_another_dimension_is_refused_with_the_migration(
         monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("NEO4J_URI", neo4j_uri)
     fresh = Neo4jResource(uri=neo4j_uri, database=neo4j.database, embedding_dimension=256)
-    with pytest.raises(SchemaMismatchError, match="holds 384-dim vectors.*gives 256-dim") as refused:
-        fresh.driver  # noqa: B018 - first use creates the driver and checks the schema
+    with pytest.raises(VectorIndexMismatchError, match="holds 384-dim vectors.*gives 256-dim") as refused:
+        fresh.driver  # noqa: B018 - first use creates the driver and checks the vector index
     assert "memtend reembed --recreate-index" in str(refused.value)
 
     without_index = CliRunner().invoke(app, ["reembed", graph_of_the_old_embedder])
@@ -101,7 +101,7 @@ def test_reembed_recreates_the_index_and_re_embeds_the_tenant_in_place(
         hits = session.run(
             "CALL db.index.vector.queryNodes($index, 50, $vector) YIELD node "
             "WHERE node.user_name = $t RETURN collect(node.id) AS ids",
-            index=schema.VECTOR_INDEX, vector=after[probe]["embedding"], t=tenant).single()["ids"]
+            index=constraints.VECTOR_INDEX, vector=after[probe]["embedding"], t=tenant).single()["ids"]
     assert probe in hits  # the recreated index serves the new vectors
 
     again = CliRunner().invoke(app, ["reembed", tenant])

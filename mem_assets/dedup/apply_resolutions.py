@@ -13,27 +13,32 @@ from neo4j import ManagedTransaction
 from neo4j.exceptions import ConstraintError
 
 from mem_assets.dedup import queries
+from mem_assets.dedup.merging import MergePlan, keeps_source_text, merged_item
 from mem_assets.dedup.pair_judge import Fusion
-from mem_assets.dedup.resolution_plan import (
-    MergePlan,
-    Plan,
-    SupersedePlan,
-    held_back,
-    item_from_properties,
-    keeps_source_text,
-    merged_item,
-    plan_resolutions,
-    superseded_survivor,
-)
+from mem_assets.dedup.resolution_plan import Plan, held_back, plan_resolutions
+from mem_assets.dedup.superseding import SupersedePlan, superseded_survivor
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
-from mem_resources.memory_model import MemoryStatus, utc_now
+from mem_resources.memory_model import MemoryItem, MemoryStatus, MemoryType, payload_hash, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Sink, tracked
 
 DONE = ("applied", "already merged")
 SKIPPED = {"status": "skipped: a node was archived earlier in this run"}
 CONFLICT_ATTEMPTS = 3
+
+
+def item_from_properties(tenant: str, props: dict, now: datetime) -> MemoryItem:
+    """Read a node, filling what other writers may leave out (status, type, text, times, hash)."""
+    props = dict(props)
+    props["memory"] = props.get("memory") or props.get("data") or ""
+    props.setdefault("status", MemoryStatus.ACTIVATED.value)
+    props.setdefault("memory_type", MemoryType.LONG_TERM.value)
+    props.setdefault("created_at", props.get("updated_at") or now)
+    props.setdefault("updated_at", props["created_at"])
+    props.setdefault("payload_hash", payload_hash(tenant, props["memory_type"], props["memory"]))
+    props["user_name"] = tenant
+    return MemoryItem.from_properties(props)
 
 
 def apply_resolutions(tx: ManagedTransaction, tenant: str, resolutions: Sequence[MergePlan | SupersedePlan],
@@ -195,7 +200,7 @@ def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame
                       fuse: Callable[..., tuple[Fusion, ChatUsage]], deadline_s: float | None,
                       seen_at: datetime, now: datetime) -> Resolution:
     """Plan and apply the resolutions of one run's judgments, then mark the judged nodes checked
-    as of ``seen_at``, except those that must wait (``planning.held_back``)."""
+    as of ``seen_at``, except those that must wait (``resolution_plan.held_back``)."""
     ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
     related = judgments[judgments["label"] != "independent"] if len(judgments) else judgments
     with neo4j.session() as session:

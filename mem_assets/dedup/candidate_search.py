@@ -14,7 +14,7 @@ from neo4j import Session
 
 from mem_assets.dedup import queries
 from mem_assets.dedup.candidates import NodeVectors, find_candidates, index_candidates, orient_pairs
-from mem_assets.dedup.recency import recency_of
+from mem_assets.dedup.superseding import recency_of
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.neo4j_resource import Neo4jResource

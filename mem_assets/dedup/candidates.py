@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from mem_assets.dedup.recency import Recency, when
+from mem_assets.dedup.superseding import Recency, when
 from mem_resources.embedder import EmbedderResource, HashingEmbedder, WordLlamaEmbedder, normalize_rows
 
 PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mem_assets.dedup.llm_judge_requests import JudgeRequest, MemoryRef
+from mem_assets.dedup.llm_judge_prompt import JudgeRequest, MemoryRef
 from mem_assets.dedup.pair_judge import DeepVectors, JudgeResource, Judgment
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text

@@ -24,9 +24,9 @@ import numpy as np
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from mem_assets.dedup.informativeness import informativeness
-from mem_assets.dedup.llm_judge_prompts import FUSE_SYSTEM, JUDGE_SYSTEM
-from mem_assets.dedup.llm_judge_requests import (
+from mem_assets.dedup.llm_judge_prompt import (
+    FUSE_SYSTEM,
+    JUDGE_SYSTEM,
     GroupVerdict,
     JudgeRequest,
     MemoryRef,
@@ -34,6 +34,7 @@ from mem_assets.dedup.llm_judge_requests import (
     fuse_message,
     judge_message,
 )
+from mem_assets.dedup.merging import informativeness
 from mem_assets.dedup.relations import Label, ModelKind
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
@@ -140,8 +141,9 @@ REQUESTS_PER_BATCH = 200
 
 class OfflineJudge(JudgeResource):
     """A shipped pair model (mem_assets/dedup/offline_judge_model.py: ``accurate`` or ``fast``), precision
-    first; fuses by keeping the more informative text. ``gate``: the model's gate (``GATES``:
-    the accurate one skips e5 for pairs the fast model calls clearly independent) is used."""
+    first; fuses by keeping the more informative text (``merging.informativeness``). ``gate``: the
+    model's gate (``GATES``: the accurate one skips e5 for pairs the fast model calls clearly
+    independent) is used."""
 
     model: ModelKind = "accurate"
     gate: bool = True

@@ -1,53 +1,28 @@
-"""Turn judged pairs into resolutions, and compute merged metadata (seed 000 §4.2, §5.2).
+"""Turn judged pairs into resolutions: what to merge, what to supersede, what to leave (seed 000
+§4.2, §5.2).
 
 Redundant pairs are grouped (union-find) so a node repeated three times becomes one merged node
 in one step. Contradictions are then resolved between the groups' results: the judge's resolver
-either fuses them (a merge with update_type "conflict") or the newer one wins (supersede).
+either fuses them (a merge with update_type "conflict") or the newer one wins (supersede); one
+nothing orders, or one the judgments themselves make doubtful, stays unresolved. What a merge
+writes is in ``merging``; which memory is newer, and what a supersede writes, in ``superseding``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from itertools import combinations
 
 import pandas as pd
 
+from mem_assets.dedup.merging import MergePlan, merged_id
 from mem_assets.dedup.pair_judge import Fusion, Label
-from mem_assets.dedup.recency import Recency, compare, recency
+from mem_assets.dedup.superseding import Recency, SupersedePlan, compare, recency
 from mem_resources.llm import ChatUsage
-from mem_resources.memory_model import (
-    ArchivedVersion,
-    MemoryItem,
-    MemoryStatus,
-    MemoryType,
-    SourceMessage,
-    UpdateType,
-    memory_id,
-    normalize_text,
-    payload_hash,
-)
-
-
-@dataclass(frozen=True)
-class MergePlan:
-    merged_id: str
-    sources: tuple[str, ...]
-    text: str
-    update_type: UpdateType
-    reason: str
-
-
-@dataclass(frozen=True)
-class SupersedePlan:
-    older: str
-    newer: str
-    reason: str
+from mem_resources.memory_model import MemoryItem, MemoryStatus, UpdateType
 
 
 @dataclass(frozen=True)
@@ -78,12 +53,6 @@ class _Side:
     id: str
     text: str
     at: Recency
-
-
-def merged_id(tenant: str, sources: Sequence[str]) -> str:
-    """Deterministic from the tenant and the set of sources: a rerun finds the same node."""
-    digest = hashlib.md5("\x1f".join(("merge", tenant, *sorted(sources))).encode()).hexdigest()
-    return memory_id(digest)
 
 
 def _components(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, ...]]:
@@ -277,94 +246,3 @@ def held_back(ids: Sequence[str], judgments: pd.DataFrame, plan: Plan, outcomes:
             not_judged |= judgments["deferred"].astype(bool)
         waiting |= set(judgments[not_judged]["left_id"]) | set(judgments[not_judged]["right_id"])
     return [i for i in ids if i in waiting]
-
-
-def _union_sources(items: Sequence[MemoryItem]) -> list[SourceMessage]:
-    seen: dict[str, SourceMessage] = {}
-    for item in items:
-        for source in item.metadata.sources:
-            dumped = source.model_dump(mode="json", exclude_none=True)
-            seen.setdefault(json.dumps(dumped, sort_keys=True, ensure_ascii=False), source)
-    return list(seen.values())
-
-
-def archived_versions(items: Sequence[MemoryItem], update_type: UpdateType) -> list[ArchivedVersion]:
-    """The sources' own histories, then one entry per source for the version being archived."""
-    entries: dict[tuple[str | None, int, str], ArchivedVersion] = {}
-    for item in items:
-        for entry in item.metadata.history:
-            entries.setdefault((entry.archived_memory_id, entry.version, entry.memory), entry)
-    for item in items:
-        entry = ArchivedVersion(version=item.metadata.version, update_type=update_type,
-                                archived_memory_id=item.id, memory=item.memory,
-                                created_at=item.metadata.updated_at)
-        entries.setdefault((entry.archived_memory_id, entry.version, entry.memory), entry)
-    return sorted(entries.values(), key=lambda e: (e.created_at, e.version, e.archived_memory_id or ""))
-
-
-def merged_item(tenant: str, plan: MergePlan, sources: Sequence[MemoryItem],
-                embedding: list[float]) -> MemoryItem:
-    """Seed §4.2 merged metadata: sources unioned, embedding recomputed, latest updated_at,
-    version max + 1, history with an archived version per source; other fields from the source
-    whose text is kept (else the newest), filled from the others where empty."""
-    by_recency = sorted(sources, key=lambda s: (s.metadata.updated_at, s.id), reverse=True)
-    kept = next((s for s in by_recency if normalize_text(s.memory) == normalize_text(plan.text)),
-                by_recency[0])
-    ordered = [kept, *(s for s in by_recency if s is not kept)]
-    metas = [s.metadata for s in ordered]
-    confidences = [m.confidence for m in metas if m.confidence is not None]
-    meta = kept.metadata.model_copy(update={
-        "status": MemoryStatus.ACTIVATED,
-        "key": next((m.key for m in metas if m.key), None),
-        "background": next((m.background for m in metas if m.background), None),
-        "tags": list(dict.fromkeys(tag for m in metas for tag in m.tags)),
-        "sources": _union_sources(ordered),
-        "embedding": embedding,
-        "confidence": max(confidences) if confidences else None,
-        "created_at": min(m.created_at for m in metas),
-        "updated_at": max(m.updated_at for m in metas),
-        "version": max(m.version for m in metas) + 1,
-        "history": archived_versions(ordered, plan.update_type),
-        "evolve_to": [],
-        "working_binding": None,
-        "payload_hash": payload_hash(tenant, kept.metadata.memory_type.value, plan.text),
-        "arrival": max((m.arrival for m in metas if m.arrival), default=None),
-    })
-    return MemoryItem.model_validate({"id": plan.merged_id, "memory": plan.text,
-                                      "metadata": meta.model_dump()})
-
-
-def superseded_survivor(older: MemoryItem, newer: MemoryItem) -> dict:
-    """Properties the surviving newer node gets: the older's history and an entry for the older
-    itself (so a chain's survivor holds every version), and a version bump."""
-    entries = {(e.archived_memory_id, e.version, e.memory): e for e in newer.metadata.history}
-    for entry in [*older.metadata.history,
-                  ArchivedVersion(version=older.metadata.version, update_type=UpdateType.CONFLICT,
-                                  archived_memory_id=older.id, memory=older.memory,
-                                  created_at=older.metadata.updated_at)]:
-        entries.setdefault((entry.archived_memory_id, entry.version, entry.memory), entry)
-    history = sorted(entries.values(), key=lambda e: (e.created_at, e.version, e.archived_memory_id or ""))
-    updated = newer.model_copy(update={"metadata": newer.metadata.model_copy(update={
-        "history": history,
-        "version": max(older.metadata.version, newer.metadata.version) + 1,
-    })})
-    props = updated.to_properties()
-    return {"history": props["history"], "version": props["version"]}
-
-
-def item_from_properties(tenant: str, props: dict, now: datetime) -> MemoryItem:
-    """Read a node, filling what other writers may leave out (status, type, text, times, hash)."""
-    props = dict(props)
-    props["memory"] = props.get("memory") or props.get("data") or ""
-    props.setdefault("status", MemoryStatus.ACTIVATED.value)
-    props.setdefault("memory_type", MemoryType.LONG_TERM.value)
-    props.setdefault("created_at", props.get("updated_at") or now)
-    props.setdefault("updated_at", props["created_at"])
-    props.setdefault("payload_hash", payload_hash(tenant, props["memory_type"], props["memory"]))
-    props["user_name"] = tenant
-    return MemoryItem.from_properties(props)
-
-
-def keeps_source_text(plan: MergePlan, sources: Sequence[MemoryItem]) -> bool:
-    """A merged node whose text is one of its sources' needs no new comparison."""
-    return any(normalize_text(s.memory) == normalize_text(plan.text) for s in sources)

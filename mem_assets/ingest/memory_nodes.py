@@ -22,7 +22,7 @@ from mem_resources.memory_model import (
 
 def arrival(ingest_stamp: datetime, file_name: str, line: int) -> str:
     """Sortable arrival of an inbox line: the ingest run's UTC time, the file, the line (padded).
-    Dedup orders memories stated at the same time by it (mem_assets/dedup/recency.py)."""
+    Dedup orders memories stated at the same time by it (mem_assets/dedup/superseding.py)."""
     stamp = ingest_stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return ARRIVAL_SEPARATOR.join((stamp, file_name, f"{line:09d}"))
 

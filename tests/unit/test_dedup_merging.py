@@ -6,13 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
+from mem_assets.dedup.merging import merged_id, merged_item
 from mem_assets.dedup.pair_judge import OfflineJudge
-from mem_assets.dedup.resolution_plan import (
-    merged_id,
-    merged_item,
-    plan_resolutions,
-    superseded_survivor,
-)
+from mem_assets.dedup.resolution_plan import plan_resolutions
+from mem_assets.dedup.superseding import superseded_survivor
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -89,7 +86,8 @@ def test_superseded_survivor_gains_history_and_version():
 
 def test_resolutions_sharing_a_node_run_in_order_in_separate_rounds():
     from mem_assets.dedup.apply_resolutions import rounds
-    from mem_assets.dedup.resolution_plan import MergePlan, SupersedePlan
+    from mem_assets.dedup.merging import MergePlan
+    from mem_assets.dedup.superseding import SupersedePlan
 
     merges = [MergePlan("m1", ("a", "b"), "t", UpdateType.DUPLICATE, ""),
               MergePlan("m2", ("c", "d"), "t", UpdateType.DUPLICATE, "")]

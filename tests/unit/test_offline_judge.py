@@ -4,8 +4,8 @@ quality is measured in test_judge_model.py."""
 
 from __future__ import annotations
 
-from mem_assets.dedup.informativeness import informativeness
-from mem_assets.dedup.llm_judge_requests import JudgeRequest, MemoryRef
+from mem_assets.dedup.llm_judge_prompt import JudgeRequest, MemoryRef
+from mem_assets.dedup.merging import informativeness
 from mem_assets.dedup.pair_judge import REQUESTS_PER_BATCH, OfflineJudge
 
 

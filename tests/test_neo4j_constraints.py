@@ -1,11 +1,12 @@
-"""The resource creates the schema its queries rely on before the first query, on any graph."""
+"""The resource creates the constraints and indexes its queries rely on before the first query, on
+any graph."""
 
 import threading
 
 import pytest
 from neo4j.exceptions import Neo4jError
 
-from mem_resources.constraints import _STATEMENTS, SchemaMismatchError
+from mem_resources.constraints import _STATEMENTS, VectorIndexMismatchError
 from mem_resources.neo4j_resource import Neo4jResource
 
 #: Changes the database's indexes, which every other test relies on: runs alone (Makefile).
@@ -31,13 +32,13 @@ def test_first_use_recreates_missing_indexes(neo4j: Neo4jResource, neo4j_uri: st
 def test_an_embedder_of_another_dimension_is_refused(neo4j: Neo4jResource, neo4j_uri: str):
     other = Neo4jResource(uri=neo4j_uri, database=neo4j.database, embedding_dimension=8)
     expected = rf"holds {neo4j.embedding_dimension}-dim vectors, but the configured embedder gives 8-dim"
-    with pytest.raises(SchemaMismatchError, match=expected) as refused:
+    with pytest.raises(VectorIndexMismatchError, match=expected) as refused:
         _ = other.driver
     assert "memtend reembed --recreate-index" in str(refused.value)
 
 
-def test_processes_creating_the_schema_at_once_all_start(neo4j: Neo4jResource, neo4j_uri: str):
-    """Runs of several tenants (or test workers) meeting a graph without the schema: each creates
+def test_processes_creating_the_constraints_at_once_all_start(neo4j: Neo4jResource, neo4j_uri: str):
+    """Runs of several tenants (or test workers) meeting a graph without the constraints and indexes: each creates
     it, none fails because another one got there first."""
     with neo4j.session() as session:
         for name in _STATEMENTS:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mem_assets.lifecycle import backup_files as archive
+from mem_assets.lifecycle import backup_files
 from mem_assets.lifecycle.backup_files import BackupError, BackupReader, BackupWriter
 
 KEYS = ("MemoryItem", "Topic")
@@ -30,8 +30,8 @@ def test_committed_backup_is_listed_and_verifies(tmp_path: Path):
     reader.verify(KEYS)
     assert reader.manifest.counts.nodes == 3
     assert reader.manifest.counts.labels == {"MemoryItem": 3, "Node": 3}
-    assert archive.list_backups(tmp_path, "alice") == [path]
-    [rel] = reader.records(archive.RELATIONSHIPS)
+    assert backup_files.list_backups(tmp_path, "alice") == [path]
+    [rel] = reader.records(backup_files.RELATIONSHIPS)
     assert rel["props"] == [{"w": 1}, {"w": 2}]
 
 
@@ -47,24 +47,24 @@ def test_failure_midway_leaves_nothing_behind(tmp_path: Path):
         writer.write_node("mem:1", ["MemoryItem"], "MemoryItem",
                           {"id": "mem:1", "user_name": "alice"})
         raise RuntimeError("boom")
-    assert archive.list_backups(tmp_path, "alice") == []
+    assert backup_files.list_backups(tmp_path, "alice") == []
     assert list((tmp_path / "alice").iterdir()) == []
 
 
 def test_partial_folders_are_never_listed_or_rotated(tmp_path: Path):
     (tmp_path / "alice" / ".20260101T000000000000Z.partial").mkdir(parents=True)
     paths = [_write(tmp_path, minutes=m) for m in range(4)]
-    assert archive.rotate(tmp_path, "alice", keep_last=2) == [p.name for p in paths[:2]]
-    assert archive.list_backups(tmp_path, "alice") == paths[2:]
+    assert backup_files.rotate(tmp_path, "alice", keep_last=2) == [p.name for p in paths[:2]]
+    assert backup_files.list_backups(tmp_path, "alice") == paths[2:]
     assert (tmp_path / "alice" / ".20260101T000000000000Z.partial").is_dir()
     with pytest.raises(ValueError):
-        archive.rotate(tmp_path, "alice", keep_last=0)
+        backup_files.rotate(tmp_path, "alice", keep_last=0)
 
 
 def test_find_backup_defaults_to_newest(tmp_path: Path):
     paths = [_write(tmp_path, minutes=m) for m in (3, 1, 2)]
-    assert archive.find_backup(tmp_path, "alice", None) == paths[0]
-    assert archive.find_backup(tmp_path, "alice", paths[1].name) == paths[1]
+    assert backup_files.find_backup(tmp_path, "alice", None) == paths[0]
+    assert backup_files.find_backup(tmp_path, "alice", paths[1].name) == paths[1]
 
 
 def test_verify_refuses_foreign_nodes_and_unknown_key_labels(tmp_path: Path):
@@ -78,13 +78,13 @@ def test_verify_refuses_foreign_nodes_and_unknown_key_labels(tmp_path: Path):
 
 def test_refuses_other_format_versions_and_unsafe_tenant_names(tmp_path: Path):
     path = _write(tmp_path)
-    manifest = (path / archive.MANIFEST).read_text()
-    (path / archive.MANIFEST).write_text(manifest.replace('"format_version": 1', '"format_version": 9'))
+    manifest = (path / backup_files.MANIFEST).read_text()
+    (path / backup_files.MANIFEST).write_text(manifest.replace('"format_version": 1', '"format_version": 9'))
     with pytest.raises(BackupError, match="format version 9"):
         BackupReader.open(path)
     for bad in ("../etc", "", ".hidden", "a/b"):
         with pytest.raises(ValueError, match="invalid tenant name"):
-            archive.list_backups(tmp_path, bad)
+            backup_files.list_backups(tmp_path, bad)
 
 
 def test_same_backup_id_twice_is_refused(tmp_path: Path):

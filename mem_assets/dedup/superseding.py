@@ -1,7 +1,10 @@
-"""Which of two memories is newer: stated later (``created_at``; for a merged node, its newest
+"""Superseding a contradiction: the newer memory wins, the older is archived into its history.
+
+Which of two memories is newer: stated later (``created_at``; for a merged node, its newest
 source's time), then arrived later (ingest run, file, line). Never an id or a hash: two memories
 of the same moment from the same source have no order, and a contradiction between them is left
-unresolved rather than decided by chance."""
+unresolved rather than decided by chance.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from mem_resources.memory_model import ARRIVAL_SEPARATOR, MemoryItem
+from mem_resources.memory_model import ARRIVAL_SEPARATOR, ArchivedVersion, MemoryItem, UpdateType
 
 When = Literal["older", "newer", "same time"]
 
@@ -66,3 +69,30 @@ def compare(a: Recency, b: Recency) -> int | None:
 def when(candidate: Recency, new: Recency) -> When:
     order = compare(candidate, new)
     return "same time" if order is None else ("older" if order < 0 else "newer")
+
+
+@dataclass(frozen=True)
+class SupersedePlan:
+    """``older`` archived, ``newer`` its survivor, and why."""
+
+    older: str
+    newer: str
+    reason: str
+
+
+def superseded_survivor(older: MemoryItem, newer: MemoryItem) -> dict:
+    """Properties the surviving newer node gets: the older's history and an entry for the older
+    itself (so a chain's survivor holds every version), and a version bump."""
+    entries = {(e.archived_memory_id, e.version, e.memory): e for e in newer.metadata.history}
+    for entry in [*older.metadata.history,
+                  ArchivedVersion(version=older.metadata.version, update_type=UpdateType.CONFLICT,
+                                  archived_memory_id=older.id, memory=older.memory,
+                                  created_at=older.metadata.updated_at)]:
+        entries.setdefault((entry.archived_memory_id, entry.version, entry.memory), entry)
+    history = sorted(entries.values(), key=lambda e: (e.created_at, e.version, e.archived_memory_id or ""))
+    updated = newer.model_copy(update={"metadata": newer.metadata.model_copy(update={
+        "history": history,
+        "version": max(older.metadata.version, newer.metadata.version) + 1,
+    })})
+    props = updated.to_properties()
+    return {"history": props["history"], "version": props["version"]}
