@@ -14,7 +14,6 @@ from neo4j.exceptions import ConstraintError
 
 from mem_assets.dedup import queries
 from mem_assets.dedup.pair_judge import Fusion
-from mem_assets.dedup.undo import resolution_record
 from mem_assets.dedup.resolution_plan import (
     MergePlan,
     Plan,
@@ -26,6 +25,7 @@ from mem_assets.dedup.resolution_plan import (
     plan_resolutions,
     superseded_survivor,
 )
+from mem_assets.dedup.undo import resolution_record
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import MemoryStatus, utc_now

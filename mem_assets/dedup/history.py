@@ -21,19 +21,19 @@ def history_lines(found: dict[str, Any]) -> list[str]:
     events: list[tuple[str, str]] = []
     for entry in json.loads(found["history"] or "[]"):
         events.append((str(entry.get("created_at") or ""),
-                       f"version {entry.get('version')} ({entry.get('update_type')}, was "
-                       f"{entry.get('archived_memory_id')}): {entry.get('memory')}"))
+                       (f"version {entry.get('version')} ({entry.get('update_type')}, was "
+                        f"{entry.get('archived_memory_id')}): {entry.get('memory')}")))
     for r in found["resolutions"]:
         role = "result" if r["result"] == found["id"] else "source"
         events.append((r["applied_at"] or r["created_at"] or "",
-                       f"{r['kind']} ({role}) {r['id']} in run {r['run_id']}: "
-                       f"{' | '.join(r['source_texts'])} -> {r['text']} ({r['reason']})"))
+                       (f"{r['kind']} ({role}) {r['id']} in run {r['run_id']}: "
+                        f"{' | '.join(r['source_texts'])} -> {r['text']} ({r['reason']})")))
         if r["undone_at"]:
             events.append((r["undone_at"], f"undone {r['id']} ({r['undone_by']}) of run {r['run_id']}"))
     for v in found["reviews"]:
         if v["status"] == "pending":
-            events.append((v["created_at"] or "", f"queued for review {v['id']} in run {v['run_id']}: "
-                                                  f"{v['first_text']} / {v['second_text']} ({v['reason']})"))
+            events.append((v["created_at"] or "", (f"queued for review {v['id']} in run {v['run_id']}: "
+                                                   f"{v['first_text']} / {v['second_text']} ({v['reason']})")))
         else:
             events.append((v["answered_at"] or "", f"reviewed {v['id']}: {v['label']} ({v['note']})"))
     head = (f"{found['id']} [{found['status'] or 'activated'}] version {found['version']}, created "

@@ -621,9 +621,9 @@ def undo_resolution(tx: ManagedTransaction, tenant: str, record: dict[str, Any],
             lineage=list(LINEAGE_TYPES), kept=record["kept"], **params).consume()
     else:
         tx.run(
-            f"""
+            """
             UNWIND $edges AS e
-            MATCH (p {{user_name: $tenant, id: e.other}})-[c:PARENT]->(n:MemoryItem {{user_name: $tenant, id: $result}})
+            MATCH (p {user_name: $tenant, id: e.other})-[c:PARENT]->(n:MemoryItem {user_name: $tenant, id: $result})
             WHERE e.moved AND e.type = 'PARENT' AND e.dir = 'in' AND e.label IN labels(p)
             DELETE c
             """, edges=edge_rows, **params).consume()

@@ -134,6 +134,8 @@ def _undo_one(tx: ManagedTransaction, tenant: str, resolution_id: str, undo_id: 
     queries.undo_resolution(tx, tenant, record, before, json.loads(record["edges"]),
                             json.loads(record["twins"]), survivor, undo_id, now)
     record["survivor_text"] = _text(current[record["result"]])
+    queries.store_reviews(tx, tenant, [review_row(a, b, UNDO_LABEL, "undo", f"undo of {record['id']}", now,
+                                                  run_id=record["run_id"]) for a, b in undone_pairs(record)])
     return record
 
 
@@ -146,31 +148,25 @@ def undo(neo4j: Neo4jResource, tenant: str, *, run_id: str | None = None,
     if (run_id is None) == (resolution_id is None):
         raise UndoError("name a run (--run) or one resolution (--resolution)")
     undo_id = f"undo:{utc_now().strftime('%Y%m%dT%H%M%S%fZ')}"
-    with neo4j.lease(tenant, holder, info="an undo"):
-        with neo4j.session() as session:
-            if resolution_id is not None:
-                ids, already = [resolution_id], 0
-            else:
-                listed = session.execute_read(queries.resolutions_of_run, tenant, run_id)
-                if not listed:
-                    raise UndoError(f"run {run_id!r} resolved nothing in tenant {tenant!r} "
-                                    "(unknown run id, or another tenant's)")
-                ids = [r["id"] for r in listed if r["undone_at"] is None]
-                already = len(listed) - len(ids)
-                if not ids:
-                    raise UndoError(f"run {run_id} was already undone: its {already} resolutions "
-                                    "are all undone")
-            undone = []
-            with incomplete_operation(neo4j, tenant, f"memtend undo {tenant} --run {run_id}",
-                                      enabled=run_id is not None):
-                for resolution in ids:
-                    now = utc_now()
-                    record = session.execute_write(_undo_one, tenant, resolution, undo_id, now)
-                    pairs = undone_pairs(record)
-                    session.execute_write(queries.store_reviews, tenant, [
-                        review_row(a, b, UNDO_LABEL, "undo", f"undo of {record['id']}", now,
-                                   run_id=record["run_id"]) for a, b in pairs])
-                    undone.append(record)
+    with neo4j.lease(tenant, holder, info="an undo"), neo4j.session() as session:
+        if resolution_id is not None:
+            ids, already = [resolution_id], 0
+        else:
+            listed = session.execute_read(queries.resolutions_of_run, tenant, run_id)
+            if not listed:
+                raise UndoError(f"run {run_id!r} resolved nothing in tenant {tenant!r} "
+                                "(unknown run id, or another tenant's)")
+            ids = [r["id"] for r in listed if r["undone_at"] is None]
+            already = len(listed) - len(ids)
+            if not ids:
+                raise UndoError(f"run {run_id} was already undone: its {already} resolutions "
+                                "are all undone")
+        undone = []
+        with incomplete_operation(neo4j, tenant, f"memtend undo {tenant} --run {run_id}",
+                                  enabled=run_id is not None):
+            for resolution in ids:
+                now = utc_now()
+                undone.append(session.execute_write(_undo_one, tenant, resolution, undo_id, now))
     return UndoReport(undone, already)
 
 
