@@ -85,6 +85,17 @@ def summary_lines(instance: dg.DagsterInstance, run_id: str) -> list[SummaryLine
     return lines
 
 
+def failed_error_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The error-severity asset checks that failed in a run, as ``asset:check``."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
+    failed = []
+    for record in records:
+        evaluation = record.event_log_entry.dagster_event.event_specific_data
+        if not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+            failed.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
+    return sorted(set(failed))
+
+
 def _known_or_exit(instance: dg.DagsterInstance, tenants: list[str], inbox_tenants: list[str],
                    create: bool) -> None:
     """A typo must not create a partition: unknown tenants need an inbox folder or ``--create``."""
@@ -168,10 +179,15 @@ def tend(
                                  on_done=lambda outcome: progress.advance(task))
     failed = [outcome.tenant for outcome in outcomes if not outcome.success]
     for outcome in outcomes:
-        status = "ok" if outcome.success else "FAILED"
-        typer.echo(f"{outcome.tenant}: {status} in {outcome.seconds:.1f} s (run {outcome.run_id[:8]})")
+        checks = failed_error_checks(instance, outcome.run_id)
+        status = "ok" if outcome.success and not checks else "FAILED"
+        if checks and outcome.success:
+            failed.append(outcome.tenant)
+        typer.echo(f"{outcome.tenant}: {status} in {outcome.seconds:.1f} s (run {outcome.run_id})")
         for line in summary_lines(instance, outcome.run_id):
             typer.echo(line.render())
+        if checks:
+            typer.secho(f"  failed checks: {', '.join(checks)}", fg=typer.colors.RED, err=True)
     typer.echo(f"\nDetails per run and stage: `make ui`, then http://127.0.0.1:3000/runs ; "
                f"graph counts: `memtend inspect TENANT` ; quarantined lines: {settings.quarantine}/")
     if failed:
@@ -332,6 +348,128 @@ def eval_judge(
     result = evaluate(rows, embedder, judge,
                       threshold if threshold is not None else default_threshold(embedder), top_k)
     typer.echo(json.dumps(result, ensure_ascii=False))
+
+
+
+def _neo4j_step(step: Any) -> Any:
+    """Run ``step(neo4j)``; expected refusals print one clear line and exit 1."""
+    from mem_assets.dedup.undo import UndoError
+    from mem_resources.tenant_lock import TenantBusy, TenantIncomplete
+
+    neo4j = Neo4jResource.from_settings(load_settings())
+    try:
+        return step(neo4j)
+    except (UndoError, TenantBusy, TenantIncomplete) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        neo4j.close()
+
+
+@app.command("undo")
+def undo_command(
+    tenant: str,
+    run: Annotated[str | None, typer.Option("--run", help="Undo every resolution of this Dagster run.")] = None,
+    resolution: Annotated[str | None, typer.Option("--resolution", help="Undo one resolution (id from "
+                                                                         "`memtend history` or the run's metadata).")] = None,
+) -> None:
+    """Reverse what a run (or one resolution) merged or superseded: sources activated again,
+    edges and topic memberships given back, a fused memory archived as undone. The pairs are
+    remembered as reviewed independent, so the next run does not redo them."""
+    from mem_assets.dedup.undo import undo
+
+    [tenant] = _valid_tenants([tenant])
+    report = _neo4j_step(lambda neo4j: undo(neo4j, tenant, run_id=run, resolution_id=resolution))
+    for record in report.undone:
+        typer.echo(f"undone {record['id']} ({record['kind']}): {' | '.join(record['source_texts'])} "
+                   f"-> {record['text']}")
+    typer.echo(f"{len(report.undone)} resolutions undone"
+               + (f", {report.already_undone} were already undone" if report.already_undone else ""))
+
+
+@app.command()
+def review(
+    tenant: str,
+    accept: Annotated[str | None, typer.Option(help="Apply this pending pair (newer wins).")] = None,
+    reject: Annotated[str | None, typer.Option(help="Dismiss this pending pair (kept both).")] = None,
+    keep: Annotated[str | None, typer.Option(help="With --accept: the memory that survives, when "
+                                                  "nothing says which is newer.")] = None,
+    export: Annotated[Path | None, typer.Option(help="Write the answered pairs as `memtend eval-judge` "
+                                                      "reads them (JSONL).")] = None,
+) -> None:
+    """List the pairs the runs left apart because they were unsure, or answer one. Every
+    answer is kept as a labelled pair that later runs respect."""
+    from mem_assets.dedup import queries as dedup_queries
+    from mem_assets.dedup.review_queue import answer
+    from mem_assets.dedup.review_queue import export as export_reviews
+
+    [tenant] = _valid_tenants([tenant])
+    if accept and reject:
+        typer.secho("error: --accept or --reject, not both", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    if accept or reject:
+        done = _neo4j_step(lambda neo4j: answer(neo4j, tenant, accept or reject, accept=bool(accept), keep=keep))
+        typer.echo(f"{done['id']}: {done['label']}"
+                   + (f" (applied as {done['resolution_id']})" if done["resolution_id"] else ""))
+        return
+    if export is not None:
+        count = _neo4j_step(lambda neo4j: export_reviews(neo4j, tenant, export))
+        typer.echo(f"{count} answered pairs written to {export}")
+        return
+
+    def pending(neo4j: Neo4jResource) -> list[dict[str, Any]]:
+        with neo4j.session() as session:
+            return session.execute_read(dedup_queries.reviews, tenant, "pending")
+
+    items = _neo4j_step(pending)
+    for item in items:
+        score = f"{item['score']:.3f}" if item["score"] is not None else "-"
+        typer.echo(f"{item['id']}  score {score}  run {item['run_id']}\n"
+                   f"  {item['first_id']}: {item['first_text']}\n  {item['second_id']}: {item['second_text']}\n"
+                   f"  why left apart: {item['reason']}")
+    typer.echo(f"{len(items)} pairs waiting for review")
+
+
+@app.command()
+def history(
+    memory_id: Annotated[str | None, typer.Argument(help="A memory id (mem:…).")] = None,
+    tenant: Annotated[str | None, typer.Option(help="The tenant (needed with --search, or when the id "
+                                                    "is in several tenants).")] = None,
+    search: Annotated[str | None, typer.Option(help="Every memory of --tenant whose text contains this.")] = None,
+) -> None:
+    """Every version, merge, supersede, undo and review of a memory, with run ids and dates."""
+    from mem_assets.dedup import queries as dedup_queries
+    from mem_assets.dedup.history import memory_history, search_history
+
+    if search is not None:
+        if tenant is None:
+            typer.secho("error: --search needs --tenant", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2)
+        [tenant] = _valid_tenants([tenant])
+        found = _neo4j_step(lambda neo4j: search_history(neo4j, tenant, search))
+        for lines in found.values():
+            typer.echo("\n".join(lines) + "\n")
+        typer.echo(f"{len(found)} memories match")
+        return
+    if memory_id is None:
+        typer.secho("error: name a memory id, or --tenant with --search", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+
+    def lines(neo4j: Neo4jResource) -> list[str]:
+        chosen = tenant
+        if chosen is None:
+            with neo4j.session() as session:
+                tenants = session.execute_read(dedup_queries.memory_tenant_of, memory_id)
+            if len(tenants) != 1:
+                return [f"error: {memory_id} is in {len(tenants)} tenants; pass --tenant"]
+            chosen = tenants[0]
+        return memory_history(neo4j, chosen, memory_id) or [f"error: no memory {memory_id} in {chosen!r}"]
+
+    out = _neo4j_step(lines)
+    if out[0].startswith("error:"):
+        typer.secho(out[0], fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    typer.echo("\n".join(out))
 
 
 if __name__ == "__main__":

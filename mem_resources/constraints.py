@@ -11,6 +11,7 @@ from neo4j.exceptions import ClientError
 TENANT_SCOPED_LABELS = (
     "MemoryItem", "Character", "Conversation", "Scene", "User", "Agent",
     "Claim", "Domain", "Predicate", "Topic", "IngestedFile", "DedupJudgment",
+    "DedupResolution", "DedupReview",
 )
 VECTOR_INDEX = "memory_embedding"
 #: What a process sees when another one (a run of another tenant, a parallel test worker) creates

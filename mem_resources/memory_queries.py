@@ -128,6 +128,25 @@ def renew_tenant_lease(tx: ManagedTransaction, tenant: str, holder: str, claim: 
     return record["renewed"] == 1
 
 
+def mark_incomplete(tx: ManagedTransaction, tenant: str, command: str) -> None:
+    """Mark on the tenant's lease node that an operation is under way: ``command`` finishes it."""
+    tx.run("MERGE (l:TenantLock {tenant: $tenant}) SET l.incomplete = $command, l.incomplete_since = datetime()",
+           tenant=tenant, command=command).consume()
+
+
+def clear_incomplete(tx: ManagedTransaction, tenant: str) -> None:
+    tx.run("MATCH (l:TenantLock {tenant: $tenant}) REMOVE l.incomplete, l.incomplete_since",
+           tenant=tenant).consume()
+
+
+def incomplete_operation(tx: ManagedTransaction, tenant: str) -> dict[str, Any] | None:
+    """The unfinished operation's command and start, or None."""
+    record = tx.run("MATCH (l:TenantLock {tenant: $tenant}) WHERE l.incomplete IS NOT NULL "
+                    "RETURN l.incomplete AS command, toString(l.incomplete_since) AS since",
+                    tenant=tenant).single()
+    return record.data() if record else None
+
+
 def memory_tenants(tx: ManagedTransaction) -> list[str]:
     result = tx.run("MATCH (m:MemoryItem) WHERE m.user_name IS NOT NULL "
                     "RETURN DISTINCT m.user_name AS tenant ORDER BY tenant")

@@ -13,7 +13,7 @@ from pydantic import PrivateAttr
 from mem_resources import constraints
 from mem_resources.local_servers.neo4j import LocalNeo4jSettings, up
 from mem_resources.settings import DEFAULT_DIMENSIONS, DEFAULT_TTL_S, DEFAULT_WAIT_S, Settings
-from mem_resources.tenant_lock import LOCK_HOLDER_TAG, TenantLease
+from mem_resources.tenant_lock import LOCK_HOLDER_TAG, TenantIncomplete, TenantLease, refuse_if_incomplete
 from mem_resources.tenants import is_valid_tenant
 
 PARTITION_TAG = "dagster/partition"
@@ -64,6 +64,12 @@ class Neo4jResource(ConfigurableResource):
             self._lease = self.lease(tenant, run.tags.get(LOCK_HOLDER_TAG) or run.run_id,
                                      info=f"Dagster run {run.run_id}",
                                      on_wait=context.log.warning if context.log else None).acquire()
+            try:
+                refuse_if_incomplete(self, tenant)
+            except TenantIncomplete:
+                self._lease.release()
+                self._lease = None
+                raise
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._lease is not None:

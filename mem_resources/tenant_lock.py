@@ -18,7 +18,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -155,3 +156,31 @@ class TenantLease:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.release()
+
+
+class TenantIncomplete(RuntimeError):
+    """An undo or restore of the tenant stopped midway: its graph is half given back."""
+
+
+@contextmanager
+def incomplete_operation(neo4j: Neo4jResource, tenant: str, finish: str, enabled: bool = True) -> Iterator[None]:
+    """Mark the tenant incomplete around an operation that spans transactions (an undo of a
+    run, a restore): killed midway, the mark stays and names ``finish``, the command that
+    completes it. Cleared only when the block ends without an error."""
+    if not enabled:
+        yield
+        return
+    with neo4j.session() as session:
+        session.execute_write(memory_queries.mark_incomplete, tenant, finish)
+    yield
+    with neo4j.session() as session:
+        session.execute_write(memory_queries.clear_incomplete, tenant)
+
+
+def refuse_if_incomplete(neo4j: Neo4jResource, tenant: str) -> None:
+    """Raise ``TenantIncomplete`` naming the finishing command when the tenant is marked."""
+    with neo4j.session() as session:
+        state = session.execute_read(memory_queries.incomplete_operation, tenant)
+    if state:
+        raise TenantIncomplete(f"tenant {tenant!r} is incomplete: an undo or restore stopped midway "
+                               f"(since {state['since']}); run `{state['command']}` to finish it first")

@@ -36,7 +36,9 @@ REFERENCE_PATH = Path(__file__).with_name("reference_schema.json")
 
 #: memtend's own node types beside seed 002's, by id prefix: type name and label (the ingest
 #: ledger, dedup's judgment cache); the reference lists them as known even when its sample has none.
-MEMTEND_NODE_TYPES = {"file:": ("IngestedFile", "IngestedFile"), "judgment:": ("DedupJudgment", "DedupJudgment")}
+MEMTEND_NODE_TYPES = {"file:": ("IngestedFile", "IngestedFile"), "judgment:": ("DedupJudgment", "DedupJudgment"),
+                      "resolution:": ("DedupResolution", "DedupResolution"),
+                      "review:": ("DedupReview", "DedupReview")}
 #: memtend's own relationships between memories (dedup lineage, reorganization tree); the
 #: reference lists them as known even when its sample graph has none.
 MEMTEND_RELATIONSHIPS = {

@@ -17,6 +17,7 @@ from mem_assets.dedup.merging import MergePlan, keeps_source_text, merged_item
 from mem_assets.dedup.pair_judge import Fusion
 from mem_assets.dedup.resolution_plan import Plan, held_back, plan_resolutions
 from mem_assets.dedup.superseding import SupersedePlan, superseded_survivor
+from mem_assets.dedup.undo import resolution_record
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import MemoryItem, MemoryStatus, MemoryType, payload_hash, utc_now
@@ -42,12 +43,14 @@ def item_from_properties(tenant: str, props: dict, now: datetime) -> MemoryItem:
 
 
 def apply_resolutions(tx: ManagedTransaction, tenant: str, resolutions: Sequence[MergePlan | SupersedePlan],
-                      vectors: dict[str, list[float]], now: datetime) -> list[dict]:
+                      vectors: dict[str, list[float]], now: datetime, run_id: str | None = None) -> list[dict]:
     """Apply node-disjoint resolutions in at most three round trips: lock and read all their nodes, then
     write the merges and the supersedes that pass their checks. A merge is skipped unless every
     source is activated, a supersede unless both nodes are. The nodes are locked before their
     status is read: a concurrent resolution of the same nodes waits, then finds them archived.
-    ``vectors``: the embedding of each merged node, by merged id. One outcome per resolution."""
+    ``vectors``: the embedding of each merged node, by merged id. One outcome per resolution.
+    Each applied one is recorded (``undo.resolution_record``, with ``run_id``) in the same
+    transaction, with what an undo needs to give back."""
     found = queries.lock_and_read(tx, tenant, [n for r in resolutions for n in _nodes_of(r)])
     outcomes: list[dict] = []
     merges, supersedes = [], []
@@ -59,12 +62,18 @@ def apply_resolutions(tx: ManagedTransaction, tenant: str, resolutions: Sequence
             outcome, row = _supersede(tenant, resolution, found, now)
             supersedes += [row] if row else []
         outcomes.append(outcome)
-    merged = queries.create_merged(tx, tenant, merges, now) if merges else {}
-    superseded = queries.supersede(tx, tenant, supersedes, now) if supersedes else {}
+    merged = queries.create_merged(tx, tenant, merges, now, run_id) if merges else {}
+    superseded = queries.supersede(tx, tenant, supersedes, now, run_id) if supersedes else {}
+    records = []
     for resolution, outcome in zip(resolutions, outcomes, strict=True):
         if outcome["status"] == "applied":
-            outcome.update(merged[resolution.merged_id] if isinstance(resolution, MergePlan)
+            written = dict(merged[resolution.merged_id] if isinstance(resolution, MergePlan)
                            else superseded[resolution.older])
+            records.append(resolution_record(resolution, found, written.pop("edges"),
+                                             written.pop("twin_states"), run_id, now))
+            outcome.update(written, resolution_id=records[-1]["id"])
+    if records:
+        queries.record_resolutions(tx, tenant, records)
     return outcomes
 
 
@@ -134,7 +143,7 @@ def _retires(resolution: MergePlan | SupersedePlan) -> tuple[str, ...]:
 
 def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[list[float]],
                texts: dict[str, str], now: datetime, workers: int = 4,
-               per_transaction: int = 25, sink: Sink | None = None) -> list[dict]:
+               per_transaction: int = 25, sink: Sink | None = None, run_id: str | None = None) -> list[dict]:
     """Node-disjoint resolutions run on parallel sessions, up to ``per_transaction`` of them in one
     write transaction: a resolution is always applied whole or not at all, and one commit per
     resolution cost more than the resolutions themselves. One row per resolution, in plan order
@@ -146,7 +155,7 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
 
     def apply_chunk(tx: ManagedTransaction, positions: list[int]) -> list[dict]:
         live = [p for p in positions if not retired.intersection(_sources_of(resolutions[p]))]
-        applied = dict(zip(live, apply_resolutions(tx, tenant, [resolutions[p] for p in live], vectors, now),
+        applied = dict(zip(live, apply_resolutions(tx, tenant, [resolutions[p] for p in live], vectors, now, run_id),
                            strict=True))
         return [applied.get(p, SKIPPED) for p in positions]
 
@@ -198,7 +207,7 @@ class Resolution:
 
 def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame, embedder: EmbedderResource,
                       fuse: Callable[..., tuple[Fusion, ChatUsage]], deadline_s: float | None,
-                      seen_at: datetime, now: datetime) -> Resolution:
+                      seen_at: datetime, now: datetime, run_id: str | None = None) -> Resolution:
     """Plan and apply the resolutions of one run's judgments, then mark the judged nodes checked
     as of ``seen_at``, except those that must wait (``resolution_plan.held_back``)."""
     ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
@@ -211,7 +220,7 @@ def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame
                                 deadline=time.monotonic() + deadline_s if deadline_s else None)
         vectors = embedder.embed([m.text for m in plan.merges])
         rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
-                          {i: n.memory for i, n in nodes.items()}, now)
+                          {i: n.memory for i, n in nodes.items()}, now, run_id=run_id)
         waiting = set(held_back(ids, judgments, plan, rows, DONE))
         checked = [i for i in ids if i not in waiting]
         session.execute_write(queries.mark_checked, tenant, checked, seen_at, utc_now())

@@ -12,6 +12,7 @@ from mem_assets.dedup.candidate_search import Search, search_candidates
 from mem_assets.dedup.candidates import default_threshold
 from mem_assets.dedup.judgment_cache import judge_pairs
 from mem_assets.dedup.pair_judge import JudgeResource
+from mem_assets.dedup.review_queue import apply_answers, candidate_keys, queued
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, histogram, preview_table
@@ -107,7 +108,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
             now = utc_now()
             session.execute_write(queries.store_judgments, tenant,
                                   [{**row, "judged_at": now} for row in report.to_cache])
-    judgments, usage = report.judgments, report.usage
+        answered = session.execute_read(queries.answered_labels, tenant, candidate_keys(dedup_candidates))
+    judgments, usage = apply_answers(report.judgments, dedup_candidates, answered), report.usage
     failed = judgments[judgments["failed"].astype(bool)] if len(judgments) else judgments
     deferred = judgments[judgments["deferred"].astype(bool)] if len(judgments) else judgments
     for row in failed.itertuples():
@@ -137,6 +139,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         **counts,
         "failure_kinds": dg.MetadataValue.json(dict(usage.failure_kinds)),
         "cache_hits": report.cache_hits,
+        "reviewed_pairs": len(answered),
         "judge": judge.fingerprint,
         "nodes_judged": report.requests,
         "judge_calls": usage.calls,
@@ -176,8 +179,9 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     contradictions of one moment left unresolved with a reason."""
     now = utc_now()
     seen_at = pd.Timestamp(dedup_candidates["seen_at"].iloc[0]).to_pydatetime() if len(dedup_candidates) else now
-    outcome = resolve_judgments(neo4j, tenant_of(context), relation_judgments, embedder, judge.fuse,
-                                judge.run_deadline_s(), seen_at, now)
+    tenant = tenant_of(context)
+    outcome = resolve_judgments(neo4j, tenant, relation_judgments, embedder, judge.fuse,
+                                judge.run_deadline_s(), seen_at, now, run_id=context.run.run_id)
     plan, rows, checked = outcome.plan, outcome.rows, outcome.checked
     deferred = [row for row in rows if row["status"] not in DONE]
     if deferred:
@@ -190,12 +194,20 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         context.log.info(f"{len(plan.unresolved)} unresolved contradictions left as they are; "
                          f"first {min(len(plan.unresolved), UNRESOLVED_LOGGED)}: {shown}")
     result = pd.DataFrame(rows, columns=["action", "sources", "result", "text", "status",
-                                         "edges_moved", "archived", "twins_archived"])
+                                         "edges_moved", "archived", "twins_archived", "resolution_id"])
     applied = result[result["status"] == "applied"]
     texts = outcome.texts
     unresolved = pd.DataFrame([{"first": texts[a], "second": texts[b], "reason": item.reason}
                                for item in plan.unresolved for a, b in [item.ids]],
                               columns=["first", "second", "reason"])
+    scores = ({frozenset((a, b)): float(score) for a, b, score in zip(
+        relation_judgments["left_id"], relation_judgments["right_id"], relation_judgments["score"], strict=True)}
+        if len(relation_judgments) and "score" in relation_judgments else {})
+    with neo4j.session() as session:
+        if plan.unresolved:
+            session.execute_write(queries.queue_reviews, tenant, queued(plan.unresolved, texts, scores, context.run.run_id))
+        pending = pd.DataFrame(session.execute_read(queries.reviews, tenant, "pending"),
+                               columns=["id", "first_text", "second_text", "score", "reason"])
     new_nodes = int(relation_judgments.attrs.get("unchecked_nodes", 0))
     llm_calls = int(relation_judgments.attrs.get("judge_calls", 0)) + plan.usage.calls
     context.add_output_metadata({
@@ -214,6 +226,11 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         "resolver_calls": plan.usage.calls,
         "resolver_tokens": plan.usage.prompt_tokens + plan.usage.completion_tokens,
         "judge_and_resolver_calls_per_new_node": _per_new_node(llm_calls, new_nodes),
+        "review_queue": len(pending),
+        "review_queue_pairs": preview_table(pending, ["id", "first_text", "second_text", "score", "reason"]),
+        "changes": preview_table(applied.assign(sources=applied["sources"].map(" | ".join)),
+                                 ["resolution_id", "action", "text", "sources"]),
+        "undo": f"memtend undo {tenant} --run {context.run.run_id}",
         "preview": preview_table(result, ["action", "status", "result", "text"]),
     })
     return result

@@ -263,6 +263,13 @@ def read_nodes(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[
 #: client time. ``$now`` is an ISO string in the resolution queries for the same reason.
 _DATES = ("created_at", "updated_at", "dedup_checked_at")
 
+#: What undoing a resolution needs of an edge it removes: its type, other end's key label, and
+#: properties as [key, value] pairs with zoned datetimes as ISO strings (``dates`` names them).
+_EDGE = """{type: type(r), label: head([l IN labels(CASE WHEN startNode(r) = s THEN endNode(r) ELSE startNode(r) END)
+                                   WHERE l IN $key_labels]),
+          props: [k IN keys(r) | [k, CASE WHEN r[k] IS :: ZONED DATETIME THEN toString(r[k]) ELSE r[k] END]],
+          dates: [k IN keys(r) WHERE r[k] IS :: ZONED DATETIME]}"""
+
 #: Archive the activated WorkingMemory twins of the nodes ``row.ids`` (bound by working_binding);
 #: ``survivor`` is the variable of the node they archive into.
 _ARCHIVE_TWINS = """
@@ -270,9 +277,11 @@ _ARCHIVE_TWINS = """
     MATCH (s:MemoryItem {{user_name: $tenant, id: id}}) USING INDEX s:MemoryItem(user_name, id)
     MATCH (w:MemoryItem {{user_name: $tenant, id: s.working_binding}}) USING INDEX w:MemoryItem(user_name, id)
     WHERE w.memory_type = $working AND coalesce(w.status, 'activated') = 'activated'
+    WITH {survivor}, w, {{id: w.id, status: w.status, archived_reason: w.archived_reason,
+                         archived_at: toString(w.archived_at), evolve_to: w.evolve_to}} AS before
     SET w.status = 'archived', w.archived_reason = $reason, w.archived_at = datetime($now),
         w.evolve_to = [{survivor}.id]
-    RETURN count(w) AS twins
+    RETURN count(w) AS twins, collect(before) AS twin_states
 """
 
 #: Move the topic (PARENT) edges of the nodes ``row.ids`` onto ``survivor``, first those of
@@ -289,9 +298,12 @@ _MOVE_PARENTS = """
         }}
         MERGE (p)-[c:PARENT]->({survivor})
         SET c += properties(r)
+        RETURN count(c) AS moved
     }}
+    WITH s, r, p, moved, {edge} AS edge
     DELETE r
-    RETURN count(*) AS parents
+    RETURN count(*) AS parents,
+           collect(edge {{.*, dir: 'in', source: s.id, other: p.id, moved: moved > 0}}) AS parent_edges
 """
 
 
@@ -308,14 +320,16 @@ def merge_row(merged_id: str, sources: Sequence[str], template_id: str, props: d
 
 
 def create_merged(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]],
-                  now: datetime) -> dict[str, dict[str, int]]:
+                  now: datetime, run_id: str | None = None) -> dict[str, dict[str, Any]]:
     """For each ``merge_row``, in order and in one round trip: create the merged node (copying
     the template source's extra properties), move every non-lineage edge of the sources onto it,
     archive the sources and their working twins with MERGED_TO edges. Counts by merged id.
 
     Topic edges (incoming PARENT) move too, the template's first; one whose level the merged
     node already has is dropped, so the merged node keeps one parent per level and no topic
-    keeps an archived member. Each row's subquery sees the writes of the rows before it."""
+    keeps an archived member. Each row's subquery sees the writes of the rows before it. Also
+    returns the edges it removed from the sources and the working twins' states before (what an
+    undo gives back); the MERGED_TO edges carry ``run_id``."""
     result = tx.run(
         f"""
         UNWIND $rows AS row
@@ -336,8 +350,9 @@ def create_merged(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, 
                   AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN row.ids)
                 MERGE (m)-[c:$(type(r))]->(o)
                 SET c += properties(r)
+                WITH s, r, o, {_EDGE} AS edge
                 DELETE r
-                RETURN count(*) AS moved_out
+                RETURN count(*) AS moved_out, collect(edge {{.*, dir: 'out', source: s.id, other: o.id}}) AS out_edges
             }}
             CALL (m, row) {{
                 UNWIND row.ids AS id
@@ -346,11 +361,12 @@ def create_merged(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, 
                   AND NOT (o:MemoryItem AND o.user_name = $tenant AND o.id IN row.ids)
                 MERGE (o)-[c:$(type(r))]->(m)
                 SET c += properties(r)
+                WITH s, r, o, {_EDGE} AS edge
                 DELETE r
-                RETURN count(*) AS moved_in
+                RETURN count(*) AS moved_in, collect(edge {{.*, dir: 'in', source: s.id, other: o.id}}) AS in_edges
             }}
             CALL (m, row) {{
-                {_MOVE_PARENTS.format(survivor="m")}
+                {_MOVE_PARENTS.format(survivor="m", edge=_EDGE)}
             }}
             CALL (m, row) {{
                 {_ARCHIVE_TWINS.format(survivor="m")}
@@ -361,18 +377,20 @@ def create_merged(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, 
                 SET s.status = 'archived', s.archived_reason = $reason, s.archived_at = datetime($now),
                     s.evolve_to = [m.id]
                 CREATE (s)-[:MERGED_TO {{update_type: row.update_type, reason: row.why,
-                                         created_at: datetime($now)}}]->(m)
+                                         created_at: datetime($now), run_id: $run_id}}]->(m)
                 RETURN count(s) AS archived
             }}
-            RETURN moved_out + moved_in + parents AS edges_moved, archived, twins
+            RETURN moved_out + moved_in + parents AS edges_moved, archived, twins,
+                   out_edges + in_edges + parent_edges AS edges, twin_states
         }}
-        RETURN row.merged AS id, edges_moved, archived, twins
+        RETURN row.merged AS id, edges_moved, archived, twins, edges, twin_states
         """,
         tenant=tenant, rows=Bulk(rows), lineage=list(LINEAGE_TYPES), reason=MERGED_REASON,
-        now=now.isoformat(), working=WORKING,
+        now=now.isoformat(), working=WORKING, run_id=run_id, key_labels=list(TENANT_SCOPED_LABELS),
     )
     return {record["id"]: {"edges_moved": record["edges_moved"], "archived": record["archived"],
-                           "twins_archived": record["twins"]} for record in result}
+                           "twins_archived": record["twins"], "edges": record["edges"],
+                           "twin_states": record["twin_states"]} for record in result}
 
 
 def supersede_row(older: str, newer: str, newer_props: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -382,7 +400,7 @@ def supersede_row(older: str, newer: str, newer_props: dict[str, Any], reason: s
 
 
 def supersede(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]],
-              now: datetime) -> dict[str, dict[str, int]]:
+              now: datetime, run_id: str | None = None) -> dict[str, dict[str, Any]]:
     """For each ``supersede_row``, in order and in one round trip: archive ``older`` and its
     working twin with a SUPERSEDED_BY edge to ``newer``, move its topic edges to ``newer``
     (dropped where ``newer`` has a parent of that level), update the survivor. Its other edges
@@ -397,21 +415,23 @@ def supersede(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]
                 o.evolve_to = [row.newer]
             SET n += row.props
             CREATE (o)-[:SUPERSEDED_BY {{update_type: 'conflict', reason: row.why,
-                                         created_at: datetime($now)}}]->(n)
+                                         created_at: datetime($now), run_id: $run_id}}]->(n)
             WITH n, row
             CALL (n, row) {{
-                {_MOVE_PARENTS.format(survivor="n")}
+                {_MOVE_PARENTS.format(survivor="n", edge=_EDGE)}
             }}
             CALL (n, row) {{
                 {_ARCHIVE_TWINS.format(survivor="n")}
             }}
-            RETURN parents, twins
+            RETURN parents, twins, parent_edges, twin_states
         }}
-        RETURN row.older AS id, parents, twins
+        RETURN row.older AS id, parents, twins, parent_edges, twin_states
         """,
         tenant=tenant, rows=Bulk(rows), reason=SUPERSEDED_REASON, now=now.isoformat(), working=WORKING,
+        run_id=run_id, key_labels=list(TENANT_SCOPED_LABELS),
     )
-    return {record["id"]: {"edges_moved": record["parents"], "twins_archived": record["twins"]}
+    return {record["id"]: {"edges_moved": record["parents"], "twins_archived": record["twins"],
+                           "edges": record["parent_edges"], "twin_states": record["twin_states"]}
             for record in result}
 
 
@@ -440,11 +460,13 @@ def duplicate_lineage_edges(tx: ManagedTransaction, tenant: str) -> list[dict[st
 
 
 def archived_without_successor(tx: ManagedTransaction, tenant: str) -> list[str]:
-    """Archived non-working nodes with no MERGED_TO / SUPERSEDED_BY edge to an existing node."""
+    """Archived non-working nodes with no MERGED_TO / SUPERSEDED_BY edge to an existing node
+    (a fused node whose merge was undone has none by design)."""
     result = tx.run(
         """
         MATCH (n:MemoryItem {user_name: $tenant, status: 'archived'})
         WHERE coalesce(n.memory_type, 'LongTermMemory') <> $working
+          AND coalesce(n.archived_reason, '') <> 'undone'
           AND NOT (n)-[:MERGED_TO|SUPERSEDED_BY]->(:MemoryItem {user_name: $tenant})
         RETURN n.id AS id LIMIT 20
         """,
@@ -467,3 +489,266 @@ def cross_tenant_edges(tx: ManagedTransaction, tenant: str) -> list[dict[str, An
     )
     return [record.data() for record in result]
 
+
+
+# --- resolution records, undo, reviews and history (see undo.py, review_queue.py, history.py) ---
+
+_RECORD = """r {.id, .kind, .update_type, .run_id, .sources, .source_texts, .result, .text, .reason,
+                .kept, .before, .edges, .twins, .undone_by,
+                created_at: toString(r.created_at), applied_at: toString(r.applied_at),
+                undone_at: toString(r.undone_at)}"""
+
+
+def record_resolutions(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
+    """One ``DedupResolution`` per applied resolution, stamped with the transaction's time (a
+    later round of the same run gets a later one: undo goes newest first)."""
+    tx.run(
+        "UNWIND $rows AS row CREATE (r:DedupResolution {user_name: $tenant, id: row.id}) "
+        "SET r += row, r.created_at = datetime(), r.applied_at = datetime.statement()",
+        tenant=tenant, rows=list(rows),
+    ).consume()
+
+
+def resolution(tx: ManagedTransaction, tenant: str, resolution_id: str) -> dict[str, Any] | None:
+    record = tx.run(
+        f"MATCH (r:DedupResolution {{user_name: $tenant, id: $id}}) RETURN {_RECORD} AS r",
+        tenant=tenant, id=resolution_id,
+    ).single()
+    return record["r"] if record else None
+
+
+def resolutions_of_run(tx: ManagedTransaction, tenant: str, run_id: str) -> list[dict[str, Any]]:
+    """Newest first; of one moment, supersedes before merges (a supersede may retire a merge's result)."""
+    result = tx.run(
+        f"MATCH (r:DedupResolution {{user_name: $tenant, run_id: $run_id}}) RETURN {_RECORD} AS r "
+        "ORDER BY r.applied_at DESC, r.kind DESC, r.id",
+        tenant=tenant, run_id=run_id,
+    )
+    return [record["r"] for record in result]
+
+
+def later_resolutions(tx: ManagedTransaction, tenant: str, resolution_id: str, result_id: str,
+                      sources: Sequence[str]) -> dict[str, list[str]]:
+    """Resolutions not undone, applied after this one, that retired its result, or that were
+    resolved onto the same result."""
+    record = tx.run(
+        """
+        MATCH (this:DedupResolution {user_name: $tenant, id: $id})
+        OPTIONAL MATCH (r:DedupResolution {user_name: $tenant})
+        WHERE r.id <> $id AND r.undone_at IS NULL AND r.applied_at > this.applied_at
+        WITH collect(r) AS later
+        RETURN [r IN later WHERE $result IN r.sources | r.id] AS retired_result,
+               [r IN later WHERE r.result = $result | r.id] AS same_result
+        """,
+        tenant=tenant, id=resolution_id, result=result_id,
+    ).single(strict=True)
+    return record.data()
+
+
+def _restore_rows(before: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows setting each node's properties back: plain values, dates (ISO strings made
+    datetimes again) and keys that were absent."""
+    rows = []
+    for node, props in before.items():
+        rows.append({"id": node,
+                     "props": {k: v for k, v in props.items() if v is not None and k not in _DATES + ("archived_at",)},
+                     "dates": {k: v for k, v in props.items() if v is not None and k in _DATES + ("archived_at",)},
+                     "absent": [k for k, v in props.items() if v is None]})
+    return rows
+
+
+_SET_BACK = """
+    SET x += row.props
+    FOREACH (k IN keys(row.dates) | SET x[k] = datetime(row.dates[k]))
+    FOREACH (k IN row.absent | SET x[k] = null)
+"""
+
+
+def _edge_rows(edges: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": e["type"], "label": e["label"], "dir": e["dir"], "source": e["source"],
+             "other": e["other"], "moved": e.get("moved", True),
+             "props": {k: v for k, v in e["props"] if k not in e["dates"]},
+             "dates": {k: v for k, v in e["props"] if k in e["dates"]}}
+            for e in edges if e.get("label") and e.get("other")]
+
+
+def undo_resolution(tx: ManagedTransaction, tenant: str, record: dict[str, Any],
+                    before: dict[str, dict[str, Any]], edges: Sequence[dict[str, Any]],
+                    twins: Sequence[dict[str, Any]], survivor: dict[str, Any], undo_id: str,
+                    now: datetime) -> None:
+    """Give back what one resolution changed (``undo._undo_one`` checked it may): the retired
+    nodes' properties, their lineage edges removed, the edges taken off them (for a merge, the
+    fused node's copies go; edges it got later move to the kept source), the working twins, then
+    the fused node archived as undone or the survivor's history back; the record marked undone."""
+    edge_rows = _edge_rows(edges)
+    params = {"tenant": tenant, "result": record["result"], "sources": list(record["sources"]),
+              "now": now.isoformat(), "rid": record["id"], "undo_id": undo_id}
+    tx.run(
+        f"""
+        UNWIND $rows AS row
+        MATCH (x:MemoryItem {{user_name: $tenant, id: row.id}}) {by_id('x')}
+        {_SET_BACK}
+        WITH x
+        MATCH (x)-[l:MERGED_TO|SUPERSEDED_BY]->(:MemoryItem {{user_name: $tenant, id: $result}})
+        DELETE l
+        """, rows=_restore_rows(before), **params).consume()
+    if record["kind"] == "merge":
+        tx.run(
+            f"""
+            MATCH (m:MemoryItem {{user_name: $tenant, id: $result}}) {by_id('m')}
+            MATCH (m)-[r]-(o)
+            WHERE NOT type(r) IN $lineage
+            WITH m, r, o, startNode(r) = m AS out,
+                 any(e IN $edges WHERE e.type = type(r) AND e.other = o.id
+                     AND (e.dir = 'out') = (startNode(r) = m)) AS recorded
+            CALL (m, r, o, out, recorded) {{
+                WITH m, r, o, out, recorded WHERE NOT recorded
+                MATCH (k:MemoryItem {{user_name: $tenant, id: $kept}}) {by_id('k')}
+                WITH k, r, o, out
+                WHERE NOT (type(r) = 'PARENT' AND NOT out AND EXISTS {{
+                    MATCH (q)-[:PARENT]->(k) WHERE coalesce(q.reorg_level, -1) = coalesce(o.reorg_level, -1) }})
+                CALL (k, r, o, out) {{
+                    WITH k, r, o, out WHERE out
+                    MERGE (k)-[c:$(type(r))]->(o) SET c += properties(r)
+                }}
+                CALL (k, r, o, out) {{
+                    WITH k, r, o, out WHERE NOT out
+                    MERGE (o)-[c:$(type(r))]->(k) SET c += properties(r)
+                }}
+            }}
+            DELETE r
+            """, edges=[{"type": e["type"], "other": e["other"], "dir": e["dir"]} for e in edge_rows],
+            lineage=list(LINEAGE_TYPES), kept=record["kept"], **params).consume()
+    else:
+        tx.run(
+            """
+            UNWIND $edges AS e
+            MATCH (p {user_name: $tenant, id: e.other})-[c:PARENT]->(n:MemoryItem {user_name: $tenant, id: $result})
+            WHERE e.moved AND e.type = 'PARENT' AND e.dir = 'in' AND e.label IN labels(p)
+            DELETE c
+            """, edges=edge_rows, **params).consume()
+    tx.run(
+        f"""
+        UNWIND $edges AS e
+        MATCH (s:MemoryItem {{user_name: $tenant, id: e.source}}) {by_id('s')}
+        MATCH (o:$(e.label) {{user_name: $tenant, id: e.other}})
+        CALL (s, o, e) {{
+            WITH s, o, e WHERE e.dir = 'out'
+            CREATE (s)-[x:$(e.type)]->(o)
+            SET x += e.props
+            FOREACH (k IN keys(e.dates) | SET x[k] = datetime(e.dates[k]))
+        }}
+        CALL (s, o, e) {{
+            WITH s, o, e WHERE e.dir = 'in'
+            CREATE (o)-[x:$(e.type)]->(s)
+            SET x += e.props
+            FOREACH (k IN keys(e.dates) | SET x[k] = datetime(e.dates[k]))
+        }}
+        """, edges=edge_rows, **params).consume()
+    tx.run(
+        f"""
+        UNWIND $rows AS row
+        MATCH (x:MemoryItem {{user_name: $tenant, id: row.id}}) {by_id('x')}
+        {_SET_BACK}
+        """, rows=_restore_rows({t["id"]: {k: v for k, v in t.items() if k != "id"} for t in twins}),
+        **params).consume()
+    if record["kind"] == "merge":
+        tx.run(
+            f"""
+            MATCH (m:MemoryItem {{user_name: $tenant, id: $result}}) {by_id('m')}
+            SET m.status = 'archived', m.archived_reason = 'undone', m.archived_at = datetime($now),
+                m.undone_resolution = $rid
+            """, **params).consume()
+    else:
+        tx.run(
+            f"""
+            MATCH (n:MemoryItem {{user_name: $tenant, id: $result}}) {by_id('n')}
+            SET n.history = $history, n.version = $version, n.dedup_checked_at = datetime($checked)
+            """, history=survivor.get("history"), version=survivor.get("version"),
+            checked=survivor.get("dedup_checked_at"), **params).consume()
+    tx.run(
+        "MATCH (r:DedupResolution {user_name: $tenant, id: $rid}) "
+        "SET r.undone_at = datetime($now), r.undone_by = $undo_id",
+        **params).consume()
+
+
+def store_reviews(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Reviewed pairs (``review_queue``): an answer replaces a pending entry of the same pair."""
+    tx.run(
+        "UNWIND $rows AS row MERGE (v:DedupReview {user_name: $tenant, id: row.id}) SET v += row",
+        tenant=tenant, rows=list(rows),
+    ).consume()
+
+
+def queue_reviews(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Pending reviews of pairs left apart; a pair already queued or answered stays as it is."""
+    tx.run(
+        "UNWIND $rows AS row MERGE (v:DedupReview {user_name: $tenant, id: row.id}) "
+        "ON CREATE SET v += row, v.created_at = datetime()",
+        tenant=tenant, rows=list(rows),
+    ).consume()
+
+
+_REVIEW = """v {.id, .status, .label, .origin, .note, .first_id, .second_id, .first_text, .second_text,
+                .reason, .score, .run_id, .resolution_id,
+                created_at: toString(v.created_at), answered_at: toString(v.answered_at)}"""
+
+
+def reviews(tx: ManagedTransaction, tenant: str, status: str | None = None) -> list[dict[str, Any]]:
+    """The tenant's reviews (``status`` pending or answered, or all), oldest first."""
+    result = tx.run(
+        f"MATCH (v:DedupReview {{user_name: $tenant}}) WHERE $status IS NULL OR v.status = $status "
+        f"RETURN {_REVIEW} AS v ORDER BY coalesce(v.created_at, v.answered_at), v.id",
+        tenant=tenant, status=status,
+    )
+    return [record["v"] for record in result]
+
+
+def review(tx: ManagedTransaction, tenant: str, review_id: str) -> dict[str, Any] | None:
+    record = tx.run(f"MATCH (v:DedupReview {{user_name: $tenant, id: $id}}) RETURN {_REVIEW} AS v",
+                    tenant=tenant, id=review_id).single()
+    return record["v"] if record else None
+
+
+def answered_labels(tx: ManagedTransaction, tenant: str, keys: Sequence[str]) -> dict[str, str]:
+    """The user's answer (label) for each of these review keys that has one."""
+    result = tx.run(
+        "UNWIND $keys AS key MATCH (v:DedupReview {user_name: $tenant, id: key}) "
+        "WHERE v.status = 'answered' RETURN v.id AS key, v.label AS label",
+        tenant=tenant, keys=list(keys),
+    )
+    return {record["key"]: record["label"] for record in result}
+
+
+def memory_lineage(tx: ManagedTransaction, tenant: str, memory_id: str) -> dict[str, Any] | None:
+    """One memory's node and every resolution record and review that names it."""
+    record = tx.run(
+        f"""
+        MATCH (n:MemoryItem {{user_name: $tenant, id: $id}}) {by_id('n')}
+        OPTIONAL MATCH (r:DedupResolution {{user_name: $tenant}}) WHERE $id IN r.sources OR r.result = $id
+        WITH n, collect({_RECORD}) AS resolutions
+        OPTIONAL MATCH (v:DedupReview {{user_name: $tenant}}) WHERE $id IN [v.first_id, v.second_id]
+        RETURN n.id AS id, {_TEXT} AS memory, n.status AS status, n.version AS version,
+               n.history AS history, toString(n.created_at) AS created_at,
+               toString(n.updated_at) AS updated_at, n.archived_reason AS archived_reason,
+               toString(n.archived_at) AS archived_at, n.evolve_to AS evolve_to,
+               resolutions, collect({_REVIEW}) AS reviews
+        """,
+        tenant=tenant, id=memory_id,
+    ).single()
+    return record.data() if record else None
+
+
+def memory_tenant_of(tx: ManagedTransaction, memory_id: str) -> list[str]:
+    """The tenants holding a memory of this id (ids are per tenant)."""
+    result = tx.run("MATCH (n:MemoryItem {id: $id}) RETURN DISTINCT n.user_name AS tenant", id=memory_id)
+    return [record["tenant"] for record in result]
+
+
+def search_memories(tx: ManagedTransaction, tenant: str, text: str, limit: int = 20) -> list[str]:
+    result = tx.run(
+        f"MATCH (n:MemoryItem {{user_name: $tenant}}) WHERE coalesce(n.type, 'fact') <> 'topic' "
+        f"AND toLower({_TEXT}) CONTAINS toLower($text) RETURN n.id AS id ORDER BY n.id LIMIT $limit",
+        tenant=tenant, text=text, limit=limit,
+    )
+    return [record["id"] for record in result]

@@ -25,6 +25,7 @@ from mem_assets.lifecycle.backup_files import (
     find_backup,
     rotate,
 )
+from mem_resources import memory_queries
 from mem_resources.batching import chunks
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Progress, Sink, tracked
@@ -255,12 +256,16 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
                    batch_size: int = 500, holder: str | None = None, sink: Sink | None = None) -> RestoreResult:
     """Verify the backup completely (files, endpoints, counts), then MERGE its nodes and
     relationships back in batches (idempotent). All or nothing: if a write fails, what this
-    restore created is deleted and what it changed is given back before the error is raised."""
+    restore created is deleted and what it changed is given back before the error is raised.
+    Killed midway (no rollback), the tenant stays marked incomplete: runs refuse it, naming the
+    restore command that completes it."""
     started = time.perf_counter()
     reader = open_verified(root, check_tenant(tenant), backup_id)
     result = RestoreResult(reader.path, reader.manifest, verify_seconds=time.perf_counter() - started)
     undo = RestoreUndo()
+    finish = f"memtend restore {tenant} --backup-id {reader.manifest.backup_id}"
     with neo4j.lease(tenant, holder, info="a restore"), neo4j.session() as session:
+        session.execute_write(memory_queries.mark_incomplete, tenant, finish)
         try:
             _write_restore(session, tenant, reader, batch_size, result, undo, sink)
         except BaseException as failure:
@@ -269,8 +274,10 @@ def restore_tenant(neo4j: Neo4jResource, root: Path, tenant: str, backup_id: str
             except Exception as rollback_failure:  # noqa: BLE001 -- reported with the failure
                 raise BackupError(
                     f"restoring {reader.path.name} failed ({failure}) and rolling it back failed "
-                    f"too ({rollback_failure}); run the restore again to complete it") from failure
+                    f"too ({rollback_failure}); run `{finish}` to complete it") from failure
+            session.execute_write(memory_queries.clear_incomplete, tenant)
             raise
+        session.execute_write(memory_queries.clear_incomplete, tenant)
     result.seconds = time.perf_counter() - started
     return result
 

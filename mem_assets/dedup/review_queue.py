@@ -1,0 +1,117 @@
+"""The review queue: pairs a run left apart because it was unsure, answered by a person.
+
+A contradiction the run could not settle (same moment, or judgments that contradict each other)
+is queued per tenant with both texts, the candidate score and the reason. Accepting one applies
+it as a supersede, newer wins (``--keep`` names the survivor when nothing orders the two),
+through the same code that applies a run's resolutions; rejecting dismisses it. Every answer,
+and every undo, is kept as a labelled pair (``DedupReview``, keyed by the two texts, whatever
+judge runs): later runs take its label over the judge's, and ``export`` writes the pairs as
+``memtend eval-judge`` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mem_assets.dedup import queries
+from mem_assets.dedup.apply_resolutions import apply_plan, item_from_properties
+from mem_assets.dedup.resolution_plan import Plan, Unresolved
+from mem_assets.dedup.superseding import SupersedePlan, compare, recency
+from mem_assets.dedup.undo import UndoError, review_key, review_row
+from mem_resources.memory_model import MemoryStatus, utc_now
+from mem_resources.neo4j_resource import Neo4jResource
+
+REVIEWED = "reviewed by the user"
+
+
+class ReviewError(UndoError):
+    """The review cannot be answered so; nothing was changed."""
+
+
+def queued(unresolved: Sequence[Unresolved], texts: dict[str, str], scores: dict[frozenset[str], float],
+           run_id: str | None) -> list[dict[str, Any]]:
+    """Pending review rows for the pairs a run left apart."""
+    rows = []
+    for item in unresolved:
+        first, second = item.ids
+        rows.append({"id": review_key(texts[first], texts[second]), "status": "pending", "origin": "run",
+                     "first_id": first, "second_id": second, "first_text": texts[first],
+                     "second_text": texts[second], "reason": item.reason, "run_id": run_id,
+                     "score": scores.get(frozenset(item.ids))})
+    return rows
+
+
+def apply_answers(judgments: pd.DataFrame, pairs: pd.DataFrame, answered: dict[str, str]) -> pd.DataFrame:
+    """The judgments with the user's answers in place of the judge's labels."""
+    if judgments.empty or not answered:
+        return judgments
+    texts = pairs.set_index(["left_id", "right_id"])[["left_text", "right_text"]].to_dict("index")
+    out = judgments.copy()
+    for position, (left, right) in enumerate(zip(out["left_id"], out["right_id"], strict=True)):
+        side = texts.get((left, right))
+        label = answered.get(review_key(side["left_text"], side["right_text"])) if side else None
+        if label is not None:
+            out.iloc[position, out.columns.get_loc("label")] = label
+            out.iloc[position, out.columns.get_loc("reason")] = REVIEWED
+    return out
+
+
+def candidate_keys(pairs: pd.DataFrame) -> list[str]:
+    if pairs.empty:
+        return []
+    return sorted({review_key(a, b) for a, b in zip(pairs["left_text"], pairs["right_text"], strict=True)})
+
+
+def answer(neo4j: Neo4jResource, tenant: str, review_id: str, accept: bool,
+           keep: str | None = None) -> dict[str, Any]:
+    """Accept (apply as a supersede) or reject a pending review, holding the tenant's lease."""
+    now = utc_now()
+    with neo4j.lease(tenant, info="a review answer"), neo4j.session() as session:
+        item = session.execute_read(queries.review, tenant, review_id)
+        if item is None:
+            raise ReviewError(f"no review {review_id!r} in tenant {tenant!r}")
+        if item["status"] != "pending":
+            raise ReviewError(f"review {review_id} was already answered ({item['label']}, {item['answered_at']})")
+        resolution_id = None
+        if accept:
+            ids = [item["first_id"], item["second_id"]]
+            found = session.execute_read(queries.read_nodes, tenant, ids)
+            nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
+            if len(nodes) < 2 or any(n.metadata.status != MemoryStatus.ACTIVATED for n in nodes.values()):
+                raise ReviewError(f"review {review_id}: a memory of the pair is gone or no longer activated")
+            if keep is not None:
+                if keep not in ids:
+                    raise ReviewError(f"--keep must be {ids[0]} or {ids[1]}")
+                newer, older = keep, next(i for i in ids if i != keep)
+            else:
+                order = compare(recency(nodes[ids[0]]), recency(nodes[ids[1]]))
+                if order is None:
+                    raise ReviewError(f"review {review_id}: nothing says which is newer; pass --keep "
+                                      f"{ids[0]} or --keep {ids[1]}")
+                older, newer = ids if order < 0 else ids[::-1]
+            [row] = apply_plan(neo4j, tenant, Plan(supersedes=[SupersedePlan(older, newer, REVIEWED)]), [],
+                               {i: n.memory for i, n in nodes.items()}, now, run_id=review_id)
+            if row["status"] != "applied":
+                raise ReviewError(f"review {review_id}: {row['status']}")
+            resolution_id = row["resolution_id"]
+        label = "contradictory" if accept else "independent"
+        session.execute_write(queries.store_reviews, tenant, [
+            review_row(item["first_text"], item["second_text"], label, item["origin"] or "run",
+                       "accepted" if accept else "rejected", now, resolution_id=resolution_id)])
+    return {**item, "label": label, "resolution_id": resolution_id}
+
+
+def export(neo4j: Neo4jResource, tenant: str, path: Path) -> int:
+    """Answered pairs as ``memtend eval-judge`` reads them (one JSON object a line)."""
+    with neo4j.session() as session:
+        answered = session.execute_read(queries.reviews, tenant, "answered")
+    with path.open("w", encoding="utf-8") as out:
+        for item in answered:
+            out.write(json.dumps({"a": item["first_text"], "b": item["second_text"], "label": item["label"],
+                                  "source": f"review {item['id']} ({item['note']})"}, ensure_ascii=False) + "\n")
+    return len(answered)
