@@ -99,4 +99,4 @@ ui: neo4j-up
 	  $(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
 
 bench: neo4j-up
-	for b in bench/*_bench.py; do PYTHONPATH=. $(PY) $$b || exit 1; done
+	for b in bench/*_bench.py; do $(PY) -m bench.$$(basename $$b .py) || exit 1; done

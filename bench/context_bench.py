@@ -10,7 +10,10 @@ For each scale (default 2k and 10k records into one fresh tenant):
   every tenant in the database, in seconds;
 - the peak RSS increase over the phase's start.
 
-    python bench/context_bench.py [--scales 2000 10000] [--batch-size 2000]
+The project states no target for the context graph; the summary gives context records/s against
+plain items/s of the same texts (the same-run baseline) at each scale.
+
+    python -m bench.context_bench [--scales 2000 10000] [--batch-size 2000]
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from measure import PeakRss, drop_bench_tenant
-
+from bench.measure import PeakRss, Result, bench_tenant, drop_bench_tenant, report
 from mem_assets.context_graph import schema_export as schema_doc
 from mem_assets.context_graph.loading import ingest_context
 from mem_assets.context_graph.records import ContextConfig, TenantContext
@@ -59,7 +61,7 @@ def synthetic_records(n: int, seed: int) -> Iterator[dict]:
 
 def run_scale(neo4j: Neo4jResource, n: int, batch_size: int, workdir: Path) -> dict:
     inbox_root = workdir / f"inbox-{n}"
-    tenant, plain_tenant = f"bench_context_{n}", f"bench_plain_{n}"
+    tenant, plain_tenant = bench_tenant(f"bench_context_{n}"), bench_tenant(f"bench_plain_{n}")
     for t in (tenant, plain_tenant):
         drop_bench_tenant(neo4j, t)
     (inbox_root / tenant / "context").mkdir(parents=True)
@@ -109,13 +111,17 @@ def main() -> None:
         run_scale(neo4j, 500, args.batch_size, Path(tmp))  # JVM and query-plan warm-up
     print(f"{'records':>8} {'context/s':>10} {'plain/s':>9} {'ratio':>6} {'nodes':>7} "
           f"{'export s':>9} {'export all s':>13} {'superseded':>11} {'RSS+ ctx MiB':>13} {'RSS+ export MiB':>16}")
+    summary: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.scales:
             r = run_scale(neo4j, n, args.batch_size, Path(tmp))
+            summary.append(Result(f"context ingest, {n} records", r["context_per_s"], "records/s", r["plain_per_s"],
+                                  "plain memory_items ingest of the same texts", higher_is_better=True))
             print(f"{r['records']:>8} {r['context_per_s']:>10.0f} {r['plain_per_s']:>9.0f} {r['ratio']:>6.2f} "
                   f"{r['nodes']:>7} {r['export_s']:>9.2f} {r['export_all_s']:>13.2f} {r['superseded']:>11} "
                   f"{r['context_rss']:>13.1f} {r['export_rss']:>16.1f}", flush=True)
     neo4j.close()
+    report("context_bench", summary)
 
 
 if __name__ == "__main__":

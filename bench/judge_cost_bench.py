@@ -8,25 +8,25 @@ new memory that has candidates), resolver calls (fusing a redundant group, or as
 contradiction can be reconciled), calls per ingested item, and the calls a judge asking once per
 candidate pair would have made.
 
-    python bench/judge_cost_bench.py
+Target (README, "Cost per item with an LLM"): at most one judge call per ingested item (one per
+new memory with candidates, none for a pair already judged), against the same run's baseline: the
+calls a judge asking once per candidate pair would have made. Resolver calls come on top (no
+stated target).
+
+    python -m bench.judge_cost_bench
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from measure import drop_bench_tenant
-
+from bench.measure import Result, bench_tenant, drop_bench_tenant, report
 from mem_assets.context_graph.resources import ContextProfiles
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.dedup.pair_judge import OpenAIJudge
@@ -39,7 +39,7 @@ from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 from tests.support.fake_openai import chat_answer, fake_openai_server
 
-SAMPLE = ROOT / "tests" / "data" / "multisession"
+SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "multisession"
 
 
 def oracle(labels: dict[frozenset[str], str]):
@@ -79,7 +79,7 @@ def main() -> None:
             dg.instance_for_test() as instance:
         judge = OpenAIJudge(chat=OpenAIChatResource(base_url=server.base_url, max_retries=0))
         for sample in ("rosa", "wei"):
-            tenant = f"bench_judge_cost_{sample}"
+            tenant = bench_tenant(f"bench_judge_cost_{sample}")
             drop_bench_tenant(neo4j, tenant)
             server.chat = oracle(labels[sample])
             inbox = Path(folder) / "inbox"
@@ -113,6 +113,14 @@ def main() -> None:
           f"{totals['resolver']:>8} {(totals['judge'] + totals['resolver']) / totals['items']:>10.2f} "
           f"{(totals['pairs'] + totals['resolver']) / totals['items']:>19.2f}")
     neo4j.close()
+    items = totals["items"]
+    report("judge_cost_bench", [
+        Result(f"judge calls per ingested item, {items} items", totals["judge"] / items, "calls/item",
+               totals["pairs"] / items, "one call per candidate pair", target="<= 1 (one per new memory)",
+               met=totals["judge"] <= items),
+        Result(f"LLM calls (judge + resolver) per ingested item, {items} items",
+               (totals["judge"] + totals["resolver"]) / items, "calls/item",
+               (totals["pairs"] + totals["resolver"]) / items, "one judge call per candidate pair + the resolver's")])
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""Shared by the benchmarks: peak-RSS sampling, removal of a benchmark's own tenants, and
-same-run baselines with the machine load, so a figure from a busy machine can be judged."""
+"""Shared by the benchmarks: peak-RSS sampling, removal of a benchmark's own tenants, same-run
+baselines with the machine load, so a figure from a busy machine can be judged, and the summary
+every benchmark ends with (``report``): its target, its figure and its same-run baseline."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Self
@@ -40,6 +42,11 @@ class PeakRss:
     @property
     def growth_mib(self) -> float:
         return (self.peak - self.start) / 2**20
+
+
+def bench_tenant(prefix: str) -> str:
+    """A tenant name no other run shares: benchmarks of several sessions meet on one database."""
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 def drop_bench_tenant(neo4j: Neo4jResource, tenant: str) -> None:
@@ -112,3 +119,49 @@ def raw_create_seconds(neo4j: Neo4jResource, rows: list[dict], batch_size: int =
             session.execute_write(lambda tx, b=batch: tx.run(statement, rows=b, **parameters).consume())
             elapsed += time.perf_counter() - start
     return elapsed
+
+
+@dataclass(frozen=True)
+class Result:
+    """One line of a benchmark's summary. ``target`` is the project's stated target (README's
+    Benchmarks table, docs/performance.md), ``None`` where it states none; ``met`` is ``None``
+    where there is no target or the run is below the target's scale (``unjudged`` says why)."""
+
+    what: str
+    figure: float
+    unit: str
+    baseline: float | None
+    baseline_is: str
+    target: str | None = None
+    met: bool | None = None
+    unjudged: str = ""
+    higher_is_better: bool = False
+
+    @property
+    def ratio(self) -> float | None:
+        """The figure against the baseline, above 1 when better: figure / baseline for rates,
+        baseline / figure for costs (seconds, calls), so 0.5 is twice as slow as the bare work."""
+        if not self.baseline or not self.figure:
+            return None
+        return self.figure / self.baseline if self.higher_is_better else self.baseline / self.figure
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def report(bench: str, results: Iterable[Result]) -> None:
+    """Print the summary block a benchmark ends with: one line per result, in one format."""
+    print(f"\n## summary: {bench} (1-min load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores)")
+    for r in results:
+        baseline = (f"{_number(r.baseline)} {r.unit} ({r.baseline_is})" if r.baseline is not None
+                    else f"none ({r.baseline_is})")
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x" if r.ratio >= 0.1 else f"{r.ratio:.2g}x"
+        if r.target is None:
+            met = "- (no stated target)"
+        elif r.met is None:
+            met = f"not judged ({r.unjudged})"
+        else:
+            met = "yes" if r.met else "no"
+        print(f"{r.what}:  target: {r.target or 'none stated'}  figure: {_number(r.figure)} {r.unit}  "
+              f"baseline (same run): {baseline}  ratio: {ratio}  met: {met}", flush=True)

@@ -15,7 +15,12 @@ the real `memtend` CLI against the real Neo4j:
 3. kill -9: a `memtend tend A` killed in the middle of its run, then a rerun: equal to the baseline?
    A `memtend backup A` killed in the middle: only complete backups listed, the next one restores?
 
-    python bench/reliability_bench.py [--items 5000] [--kill-after 6]
+Targets (DESIGN.md, docs/reliability.md): no memory lost, no node with two lineage edges, no
+cross-tenant edge, every backup restores exactly, and concurrency or a kill adds no difference of
+its own: differences from the baseline within 10 % of the control's (two clean runs). The
+same-run baselines are the clean baseline run's own counts and the control's differences.
+
+    python -m bench.reliability_bench [--items 5000] [--kill-after 6]
 """
 
 from __future__ import annotations
@@ -30,10 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from measure import drop_bench_tenant
-
+from bench.measure import Result, bench_tenant, drop_bench_tenant, report
 from mem_assets.ingest.text_input import clean_text
 from mem_assets.lifecycle import backup_files as archive
 from mem_assets.lifecycle.operations import open_verified
@@ -44,8 +46,8 @@ from tests.support.planted_corpus import planted_items, write_planted_inbox
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMTEND = str(Path(sys.executable).parent / "memtend")
-TENANTS = ("rel_a", "rel_b")
-SEEDS = {"rel_a": 13, "rel_b": 14}
+TENANTS = (bench_tenant("bench_rel_a"), bench_tenant("bench_rel_b"))
+SEEDS = dict(zip(TENANTS, (13, 14), strict=True))
 
 
 def graph(neo4j: Neo4jResource, tenant: str) -> tuple[list, list]:
@@ -70,10 +72,21 @@ def memory_differences(now: tuple[list, list], baseline: tuple[list, list]) -> i
     return len(facts(now) ^ facts(baseline))
 
 
-def compare(neo4j: Neo4jResource, baseline: dict[str, tuple[list, list]], tenants=TENANTS) -> str:
+def difference_counts(neo4j: Neo4jResource, baseline: dict[str, tuple[list, list]],
+                      tenants=TENANTS) -> tuple[int, int]:
+    """Differences from the baseline in facts and lineage, and in the whole graph."""
     now = {t: graph(neo4j, t) for t in tenants}
-    return (f"{sum(memory_differences(now[t], baseline[t]) for t in tenants)} in facts and lineage, "
-            f"{sum(differences(now[t], baseline[t]) for t in tenants)} in the whole graph")
+    return (sum(memory_differences(now[t], baseline[t]) for t in tenants),
+            sum(differences(now[t], baseline[t]) for t in tenants))
+
+
+def compare(neo4j: Neo4jResource, baseline: dict[str, tuple[list, list]], tenants=TENANTS) -> str:
+    facts, whole = difference_counts(neo4j, baseline, tenants)
+    return f"{facts} in facts and lineage, {whole} in the whole graph"
+
+
+def within_control(differences: int, control: int) -> bool:
+    return differences <= control * 1.1
 
 
 def lost_memories(neo4j: Neo4jResource, tenant: str, items: int) -> int:
@@ -146,8 +159,12 @@ def main() -> None:
         baseline = {tenant: graph(neo4j, tenant) for tenant in TENANTS}
         rows.append(("baseline graph", ", ".join(f"{t}: {len(baseline[t][0])} nodes, {len(baseline[t][1])} edges"
                                                  for t in TENANTS)))
+        clean = {"lost": sum(lost_memories(neo4j, t, per_tenant) for t in TENANTS),
+                 "lineage": sum(multi_lineage(neo4j, t) for t in TENANTS), "cross": cross_tenant_edges(neo4j)}
         wipe(neo4j)
         code, output = finish(start(env, "tend", *TENANTS))
+        control_of = {t: difference_counts(neo4j, baseline, (t,))[0] for t in TENANTS}
+        control = sum(control_of.values())
         rows.append(("control: the same tend again on empty tenants, differences", compare(neo4j, baseline)))
 
         wipe(neo4j)
@@ -161,10 +178,25 @@ def main() -> None:
         for (code, output), name in zip(results, ["tend A B", "tend B A", "backup A", "backup B"], strict=True):
             if code:
                 print(f"--- {name} failed:\n{output[-3000:]}")
-        rows.append(("memories lost", str(sum(lost_memories(neo4j, t, per_tenant) for t in TENANTS))))
-        rows.append(("nodes with more than one lineage edge", str(sum(multi_lineage(neo4j, t) for t in TENANTS))))
-        rows.append(("cross-tenant edges", str(cross_tenant_edges(neo4j))))
+        lost = sum(lost_memories(neo4j, t, per_tenant) for t in TENANTS)
+        lineage = sum(multi_lineage(neo4j, t) for t in TENANTS)
+        cross = cross_tenant_edges(neo4j)
+        concurrent = difference_counts(neo4j, baseline)[0]
+        rows.append(("memories lost", str(lost)))
+        rows.append(("nodes with more than one lineage edge", str(lineage)))
+        rows.append(("cross-tenant edges", str(cross)))
         rows.append(("differences from the baseline", compare(neo4j, baseline)))
+        clean_is = "the same count after the clean baseline run"
+        summary = [
+            Result("memories lost, 2 tends + 2 backups at once", lost, "memories", clean["lost"], clean_is,
+                   target="0", met=lost == 0),
+            Result("nodes with more than one lineage edge, same runs", lineage, "nodes", clean["lineage"], clean_is,
+                   target="0", met=lineage == 0),
+            Result("cross-tenant edges, same runs", cross, "edges", clean["cross"], clean_is, target="0",
+                   met=cross == 0),
+            Result("differences in facts and lineage from the baseline, same runs", concurrent, "differences",
+                   control, "the control: a second clean run's", target="within 10 % of the control's",
+                   met=within_control(concurrent, control))]
 
         restorable = []
         for tenant in TENANTS:
@@ -179,6 +211,9 @@ def main() -> None:
             again = open_verified(work / "after", tenant, None).manifest.checksum
             restorable.append(again == expected)
         rows.append(("backups taken during the runs that restore exactly", f"{sum(restorable)}/{len(TENANTS)}"))
+        summary.append(Result("backups taken during the runs that restore exactly", sum(restorable), "backups",
+                              None, "no bare version", target=f"all {len(TENANTS)}",
+                              met=sum(restorable) == len(TENANTS)))
         code, output = finish(start(env, "tend", *TENANTS))
         rows.append(("tend after the restores: differences from the baseline",
                      compare(neo4j, baseline) + f" (exit {code})"))
@@ -191,8 +226,13 @@ def main() -> None:
         partial = differences(graph(neo4j, tenant), baseline[tenant])
         began = time.monotonic()
         code, output = finish(start(env, "tend", tenant))
+        rerun = difference_counts(neo4j, baseline, (tenant,))[0]
         rows.append((f"tend killed after {args.kill_after:.0f} s ({partial} differences), rerun",
                      f"exit {code}, {compare(neo4j, baseline, (tenant,))}, {time.monotonic() - began:.0f} s"))
+        summary.append(Result(f"differences in facts and lineage after a tend killed at {args.kill_after:.0f} s "
+                              "and rerun", rerun, "differences", control_of[tenant],
+                              "the control: a second clean run's, same tenant", target="within 10 % of the control's",
+                              met=code == 0 and within_control(rerun, control_of[tenant])))
 
         victim = start(env, "backup", tenant, "--backup-dir", str(work / "killed"))
         time.sleep(1.0)
@@ -211,6 +251,7 @@ def main() -> None:
     print("| probe | result |\n|---|---|")
     for probe, result in rows:
         print(f"| {probe} | {result} |")
+    report("reliability_bench", summary)
 
 
 if __name__ == "__main__":

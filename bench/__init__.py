@@ -1,0 +1,1 @@
+"""memtend's benchmarks: run each as ``python -m bench.<name>`` from the repository root."""
