@@ -202,5 +202,5 @@ def tenant_plan(context: dg.AssetExecutionContext, config: PlanConfig, neo4j: Ne
 
 
 plan_job = dg.define_asset_job(
-    "plan_tenant", selection=dg.AssetSelection.assets(tenant_plan), partitions_def=tenant_partitions,
+    "plan_tenant", selection=dg.AssetSelection.assets(tenant_plan),
     description="Dry run of one tenant: what tend_memory would merge, supersede and place; changes no memory.")
