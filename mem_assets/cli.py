@@ -196,6 +196,40 @@ def tend(
         raise typer.Exit(1)
 
 
+@app.command()
+def plan(
+    tenant: str,
+    out: Annotated[Path | None, typer.Option(help="Folder for plan.json and plan.csv; default "
+                                                  "$DAGSTER_HOME/plans/TENANT/TIME.")] = None,
+    min_group_size: Annotated[int, typer.Option(min=1, help="As reorg_candidates' config.")] = 20,
+) -> None:
+    """Show what the next `memtend tend` would merge, supersede and place in TENANT's graph as it
+    stands (inbox files not ingested yet are not read), changing no memory: a summary, and the
+    table as JSON and CSV. The judgments it makes are cached, so the run then decides the same."""
+    from mem_assets.planning import plan_folder, plan_tenant
+    from mem_assets.reorg.assets import CandidatesConfig
+    from mem_assets.resources import build_judge, build_topic_vectors
+    from mem_resources.memory_model import utc_now
+    from mem_resources.tenant_lock import refuse_if_incomplete
+
+    [tenant] = _valid_tenants([tenant])
+    settings = load_settings()
+    embedder, judge = build_embedder(settings, in_dagster=False), build_judge(settings, in_dagster=False)
+    now = utc_now()
+
+    def step(neo4j: Neo4jResource) -> Any:
+        with neo4j.lease(tenant, info="memtend plan (caches judgments only)"):
+            refuse_if_incomplete(neo4j, tenant)
+            return plan_tenant(neo4j, tenant, embedder, judge, build_topic_vectors(settings),
+                               reorg=CandidatesConfig(min_group_size=min_group_size), now=now)
+
+    made = _neo4j_step(step)
+    home = Path(settings.dagster_home) if settings.dagster_home else Path.cwd()
+    as_json, as_csv = made.write(out or plan_folder(home, tenant, now))
+    typer.echo(made.summary())
+    typer.echo(f"table: {as_json}\n       {as_csv}")
+
+
 @app.command("create-pools")
 def create_pools_command() -> None:
     """Create the project's pools on the Dagster instance ($DAGSTER_HOME) with its default limit.
@@ -390,7 +424,8 @@ def undo_command(
 @app.command()
 def review(
     tenant: str,
-    accept: Annotated[str | None, typer.Option(help="Apply this pending pair (newer wins).")] = None,
+    accept: Annotated[str | None, typer.Option(help="Apply this pending pair: merge a suggested redundant "
+                                                    "pair, else supersede (newer wins).")] = None,
     reject: Annotated[str | None, typer.Option(help="Dismiss this pending pair (kept both).")] = None,
     keep: Annotated[str | None, typer.Option(help="With --accept: the memory that survives, when "
                                                   "nothing says which is newer.")] = None,
@@ -408,7 +443,9 @@ def review(
         typer.secho("error: --accept or --reject, not both", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     if accept or reject:
-        done = _neo4j_step(lambda neo4j: answer(neo4j, tenant, accept or reject, accept=bool(accept), keep=keep))
+        embedder = build_embedder(load_settings(), in_dagster=False) if accept else None
+        done = _neo4j_step(lambda neo4j: answer(neo4j, tenant, accept or reject, accept=bool(accept), keep=keep,
+                                                embedder=embedder))
         typer.echo(f"{done['id']}: {done['label']}"
                    + (f" (applied as {done['resolution_id']})" if done["resolution_id"] else ""))
         return
@@ -424,7 +461,8 @@ def review(
     items = _neo4j_step(pending)
     for item in items:
         score = f"{item['score']:.3f}" if item["score"] is not None else "-"
-        typer.echo(f"{item['id']}  score {score}  run {item['run_id']}\n"
+        typer.echo(f"{item['id']}  score {score}  run {item['run_id']}"
+                   + (f"  suggested {item['suggested']}" if item.get("suggested") else "") + "\n"
                    f"  {item['first_id']}: {item['first_text']}\n  {item['second_id']}: {item['second_text']}\n"
                    f"  why left apart: {item['reason']}")
     typer.echo(f"{len(items)} pairs waiting for review")

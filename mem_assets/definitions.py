@@ -14,6 +14,7 @@ from mem_assets.dedup.sensors import build_dedup_sensor, dedup_job
 from mem_assets.ingest.assets import memory_items
 from mem_assets.ingest.sensors import build_inbox_sensor
 from mem_assets.lifecycle.jobs import lifecycle_jobs, lifecycle_schedules
+from mem_assets.planning import plan_job, tenant_plan
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
 from mem_assets.reorg.schedules import build_reorg_schedule, reorg_job
@@ -36,13 +37,13 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     """Sensors and schedules start running unless ``MEMTEND_AUTOMATION=off``."""
     sensors = sensor_status(settings.automation_on)
     return dg.Definitions(
-        assets=[*tenant_pipeline],
+        assets=[*tenant_pipeline, tenant_plan],
         asset_checks=[*dedup_checks, *reorg_checks],
         sensors=[build_inbox_sensor(sensors), build_context_inbox_sensor(sensors),
                  build_dedup_sensor(sensors)],
         schedules=[build_reorg_schedule(settings.reorg_cron, schedule_status(settings.automation_on)),
                    *lifecycle_schedules],
-        jobs=[tend_memory_job, dedup_job, reorg_job, *lifecycle_jobs],
+        jobs=[tend_memory_job, dedup_job, reorg_job, plan_job, *lifecycle_jobs],
         resources=build_resources(settings),
         executor=dg.in_process_executor if settings.executor == "in_process"
         else dg.multiprocess_executor,

@@ -92,7 +92,8 @@ def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
     if settings.llm == "openai":
         return OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,
                            deadline_s=settings.judge_deadline_s)
-    return OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate, models_dir=str(settings.models_dir))
+    return OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate, models_dir=str(settings.models_dir),
+                        review_band=settings.review_band)
 
 
 def build_summarizer(settings: Settings) -> SummarizerResource:
@@ -100,6 +101,11 @@ def build_summarizer(settings: Settings) -> SummarizerResource:
     if settings.llm == "openai":
         return LLMSummarizer(chat=build_chat(settings))
     return ExtractiveSummarizer()
+
+
+def build_topic_vectors(settings: Settings) -> TopicVectorsResource:
+    return TopicVectorsResource(e5_languages=settings.e5_languages, combined_languages=settings.combined_languages,
+                                cross_language=settings.topic_cross_language, thresholds_file=settings.topic_thresholds)
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:
@@ -111,10 +117,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "judge": build_judge(settings),
         "inbox": InboxResource(root=settings.inbox, quarantine_dir=settings.quarantine),
         "summarizer": build_summarizer(settings),
-        "topic_vectors": TopicVectorsResource(e5_languages=settings.e5_languages,
-                                              combined_languages=settings.combined_languages,
-                                              cross_language=settings.topic_cross_language,
-                                              thresholds_file=settings.topic_thresholds),
+        "topic_vectors": build_topic_vectors(settings),
         "backups": BackupStorage(root=settings.backup_dir),
         "context_profiles": ContextProfiles(config_file=settings.context_config or ""),
         "io_manager": tables,

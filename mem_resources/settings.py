@@ -16,6 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEFAULT_BACKUP_DIR = "data/backups"
 DEFAULT_TTL_S = 60.0
 DEFAULT_WAIT_S = 3600.0
+#: The offline judge queues for review the pairs it left independent whose P(redundant) or
+#: P(contradictory) is at least that label's threshold minus this (judge-v13's thresholds are
+#: 0.88 redundant, 0.64 contradictory: 0.15 reviews P(redundant) >= 0.73, P(contradictory) >= 0.49).
+DEFAULT_REVIEW_BAND = 0.15
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"
@@ -105,6 +109,11 @@ class Settings(BaseSettings):
         description="json_schema (falls back to json_object, then none, when the server refuses it).")
     judge_deadline_s: float = Field(default=900.0, gt=0, validation_alias=_env("MEMTEND_JUDGE_DEADLINE"),
                                     description="Seconds of LLM judging per run; later nodes wait.")
+    review_band: float = Field(
+        default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_REVIEW_BAND"),
+        description="Pairs the offline judge left independent with P(redundant) or P(contradictory) "
+                    ">= threshold - band go to the review queue (`memtend review`); 0: none. "
+                    "Labels never change.")
 
     tenant_lock_ttl_s: float = Field(
         default=DEFAULT_TTL_S, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),

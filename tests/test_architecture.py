@@ -13,7 +13,7 @@ DOMAINS = ("ingest", "dedup", "reorg", "context_graph", "lifecycle")
 #: file, so the context graph reads the inbox, its ledger and its node builder through ingest.
 DOMAIN_DEPENDENCIES = {"context_graph": {"ingest"}}
 ENTRY_POINTS = {"mem_assets/definitions.py", "mem_assets/cli.py", "mem_assets/resources.py",
-                "mem_assets/tending.py"}
+                "mem_assets/tending.py", "mem_assets/planning.py"}
 
 
 def _imports(path: Path) -> list[str]:

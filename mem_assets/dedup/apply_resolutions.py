@@ -205,24 +205,34 @@ class Resolution:
     checked: list[str]
 
 
-def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame, embedder: EmbedderResource,
-                      fuse: Callable[..., tuple[Fusion, ChatUsage]], deadline_s: float | None,
-                      seen_at: datetime, now: datetime, run_id: str | None = None) -> Resolution:
-    """Plan and apply the resolutions of one run's judgments, then mark the judged nodes checked
-    as of ``seen_at``, except those that must wait (``resolution_plan.held_back``)."""
-    ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
+def plan_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame,
+                   fuse: Callable[..., tuple[Fusion, ChatUsage]], deadline_s: float | None,
+                   now: datetime) -> tuple[Plan, dict[str, MemoryItem]]:
+    """The resolutions one run's judgments call for (``plan_resolutions``), and the nodes read
+    to plan them. Reads only: the run applies the plan, ``memtend plan`` shows it."""
     related = judgments[judgments["label"] != "independent"] if len(judgments) else judgments
     with neo4j.session() as session:
         found = session.execute_read(queries.read_nodes, tenant,
                                      sorted(set(related.get("left_id", [])) | set(related.get("right_id", []))))
-        nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
-        plan = plan_resolutions(tenant, judgments, nodes, fuse,
-                                deadline=time.monotonic() + deadline_s if deadline_s else None)
-        vectors = embedder.embed([m.text for m in plan.merges])
-        rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
-                          {i: n.memory for i, n in nodes.items()}, now, run_id=run_id)
-        waiting = set(held_back(ids, judgments, plan, rows, DONE))
-        checked = [i for i in ids if i not in waiting]
+    nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
+    plan = plan_resolutions(tenant, judgments, nodes, fuse,
+                            deadline=time.monotonic() + deadline_s if deadline_s else None)
+    return plan, nodes
+
+
+def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame, embedder: EmbedderResource,
+                      fuse: Callable[..., tuple[Fusion, ChatUsage]], deadline_s: float | None,
+                      seen_at: datetime, now: datetime, run_id: str | None = None) -> Resolution:
+    """Plan (``plan_judgments``) and apply the resolutions of one run's judgments, then mark the
+    judged nodes checked as of ``seen_at``, except those that must wait (``resolution_plan.held_back``)."""
+    ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
+    plan, nodes = plan_judgments(neo4j, tenant, judgments, fuse, deadline_s, now)
+    vectors = embedder.embed([m.text for m in plan.merges])
+    rows = apply_plan(neo4j, tenant, plan, [v.tolist() for v in vectors],
+                      {i: n.memory for i, n in nodes.items()}, now, run_id=run_id)
+    waiting = set(held_back(ids, judgments, plan, rows, DONE))
+    checked = [i for i in ids if i not in waiting]
+    with neo4j.session() as session:
         session.execute_write(queries.mark_checked, tenant, checked, seen_at, utc_now())
     texts = {**{i: n.memory for i, n in nodes.items()}, **{m.merged_id: m.text for m in plan.merges}}
     return Resolution(plan, rows, texts, checked)

@@ -10,9 +10,9 @@ from mem_assets.dedup import queries
 from mem_assets.dedup.apply_resolutions import DONE, resolve_judgments
 from mem_assets.dedup.candidate_search import Search, search_candidates
 from mem_assets.dedup.candidates import default_threshold
-from mem_assets.dedup.judgment_cache import judge_pairs
+from mem_assets.dedup.judgment_cache import judge_tenant
 from mem_assets.dedup.pair_judge import JudgeResource
-from mem_assets.dedup.review_queue import apply_answers, candidate_keys, queued
+from mem_assets.dedup.review_queue import queued, unsure_pairs
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, histogram, preview_table
@@ -94,22 +94,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     """Each candidate pair labelled redundant, contradictory or independent, with a reason;
     one judge request per new node with all its candidates, judged once per content pair
     (cached in the graph), so reruns cost no judge calls."""
-    tenant = tenant_of(context)
-    space = judge.deep_vector_space
-    with neo4j.session() as session:
-        report = judge_pairs(dedup_candidates, judge,
-                             lambda keys: session.execute_read(queries.cached_judgments, tenant, keys),
-                             sink=context.log.info, label=f"judge {tenant}",
-                             stored_vectors=(lambda ids: session.execute_read(
-                                 queries.judge_vectors, tenant, ids, space)) if space else None)
-        if report.vectors_to_store:
-            session.execute_write(queries.store_judge_vectors, tenant, report.vectors_to_store, space)
-        if report.to_cache:
-            now = utc_now()
-            session.execute_write(queries.store_judgments, tenant,
-                                  [{**row, "judged_at": now} for row in report.to_cache])
-        answered = session.execute_read(queries.answered_labels, tenant, candidate_keys(dedup_candidates))
-    judgments, usage = apply_answers(report.judgments, dedup_candidates, answered), report.usage
+    judged = judge_tenant(neo4j, tenant_of(context), dedup_candidates, judge, utc_now(), sink=context.log.info)
+    report, judgments, answered, usage = judged.report, judged.judgments, judged.answered, judged.report.usage
     failed = judgments[judgments["failed"].astype(bool)] if len(judgments) else judgments
     deferred = judgments[judgments["deferred"].astype(bool)] if len(judgments) else judgments
     for row in failed.itertuples():
@@ -136,6 +122,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "redundant": int(labels.get("redundant", 0)),
         "contradictory": int(labels.get("contradictory", 0)),
         "independent": int(labels.get("independent", 0)),
+        "unsure": int(judgments["near"].notna().sum()) if len(judgments) else 0,
         **counts,
         "failure_kinds": dg.MetadataValue.json(dict(usage.failure_kinds)),
         "cache_hits": report.cache_hits,
@@ -203,9 +190,11 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     scores = ({frozenset((a, b)): float(score) for a, b, score in zip(
         relation_judgments["left_id"], relation_judgments["right_id"], relation_judgments["score"], strict=True)}
         if len(relation_judgments) and "score" in relation_judgments else {})
+    unsure = unsure_pairs(relation_judgments, context.run.run_id)
     with neo4j.session() as session:
-        if plan.unresolved:
-            session.execute_write(queries.queue_reviews, tenant, queued(plan.unresolved, texts, scores, context.run.run_id))
+        if plan.unresolved or unsure:
+            session.execute_write(queries.queue_reviews, tenant,
+                                  queued(plan.unresolved, texts, scores, context.run.run_id) + unsure)
         pending = pd.DataFrame(session.execute_read(queries.reviews, tenant, "pending"),
                                columns=["id", "first_text", "second_text", "score", "reason"])
     new_nodes = int(relation_judgments.attrs.get("unchecked_nodes", 0))
@@ -226,6 +215,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         "resolver_calls": plan.usage.calls,
         "resolver_tokens": plan.usage.prompt_tokens + plan.usage.completion_tokens,
         "judge_and_resolver_calls_per_new_node": _per_new_node(llm_calls, new_nodes),
+        "queued_unsure": len(unsure),
         "review_queue": len(pending),
         "review_queue_pairs": preview_table(pending, ["id", "first_text", "second_text", "score", "reason"]),
         "changes": preview_table(applied.assign(sources=applied["sources"].map(" | ".join)),

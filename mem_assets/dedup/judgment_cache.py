@@ -12,17 +12,22 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 import pandas as pd
 
+from mem_assets.dedup import queries
 from mem_assets.dedup.llm_judge_prompt import JudgeRequest, MemoryRef
 from mem_assets.dedup.pair_judge import DeepVectors, JudgeResource, Judgment
+from mem_assets.dedup.review_queue import apply_answers, candidate_keys
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text
+from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Sink, tracked
 
-JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed", "deferred", "pair_key"]
+JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed", "deferred", "pair_key",
+                    "near", "near_probability"]
 
 
 def pair_key(judge_fingerprint: str, text_a: str, text_b: str) -> str:
@@ -84,7 +89,8 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                 sink: Sink | None = None, label: str = "judge",
                 stored_vectors: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None) -> JudgingReport:
     """Label each pair (columns left_id, right_id, left_text, right_text; optionally new_id,
-    left_at, right_at, other_when).
+    left_at, right_at, other_when). ``near``/``near_probability``: the label an independent pair
+    nearly got (``Judgment.near``), cached with the label.
 
     Identical text pairs share one judgment; ``lookup`` returns cached judgments by key. Failed
     and deferred judgments are returned (label independent) but never offered for caching.
@@ -119,14 +125,16 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     rows = []
     for key, left, right in zip(keys, pairs["left_id"], pairs["right_id"], strict=True):
         if key in cached:
-            rows.append((left, right, cached[key]["label"], cached[key]["reason"], True, False, False, key))
+            hit = cached[key]
+            rows.append((left, right, hit["label"], hit["reason"], True, False, False, key,
+                         hit.get("near"), hit.get("near_probability")))
         else:
             verdict = fresh[key]
             rows.append((left, right, verdict.label, verdict.reason, False, verdict.failed,
-                         verdict.deferred, key))
-    to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason,
-                 "judge": judge.fingerprint} for key, verdict in fresh.items()
-                if not verdict.failed and not verdict.deferred]
+                         verdict.deferred, key, verdict.near, verdict.near_probability))
+    to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason, "judge": judge.fingerprint,
+                 **({"near": verdict.near, "near_probability": verdict.near_probability} if verdict.near else {})}
+                for key, verdict in fresh.items() if not verdict.failed and not verdict.deferred]
     report = JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
                            cache_hits=sum(key in cached for key in set(keys)), requests=len(requests),
                            pairs_gated=sum(verdict.gated for verdict in fresh.values()))
@@ -140,3 +148,35 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
         report.vectors_to_store = [(node, text, vectors.made[text]) for node, text in sorted(sides.items())
                                    if text in vectors.made]
     return report
+
+
+@dataclass(frozen=True)
+class TenantJudging:
+    """``judge_pairs`` of one tenant's candidates, with the user's answers in place of the judge's
+    labels (``judgments``) and the answers found (``answered``, by review key)."""
+
+    report: JudgingReport
+    judgments: pd.DataFrame
+    answered: dict[str, str]
+
+
+def judge_tenant(neo4j: Neo4jResource, tenant: str, pairs: pd.DataFrame, judge: JudgeResource, now: datetime,
+                 sink: Sink | None = None, keep_vectors: bool = True) -> TenantJudging:
+    """Judge a tenant's candidate pairs through its cache, store the new judgments in the cache
+    (``DedupJudgment`` nodes, not memories) and, with ``keep_vectors``, the judge's text vectors
+    on the memory nodes. ``memtend plan`` passes ``keep_vectors=False``: it writes no memory,
+    only judgments, so the run that follows reads them back instead of judging again and makes
+    exactly the planned decisions even with a judge that would answer differently twice."""
+    space = judge.deep_vector_space
+    with neo4j.session() as session:
+        report = judge_pairs(pairs, judge, lambda keys: session.execute_read(queries.cached_judgments, tenant, keys),
+                             sink=sink, label=f"judge {tenant}",
+                             stored_vectors=(lambda ids: session.execute_read(
+                                 queries.judge_vectors, tenant, ids, space)) if space else None)
+        if keep_vectors and report.vectors_to_store:
+            session.execute_write(queries.store_judge_vectors, tenant, report.vectors_to_store, space)
+        if report.to_cache:
+            session.execute_write(queries.store_judgments, tenant,
+                                  [{**row, "judged_at": now} for row in report.to_cache])
+        answered = session.execute_read(queries.answered_labels, tenant, candidate_keys(pairs))
+    return TenantJudging(report, apply_answers(report.judgments, pairs, answered), answered)

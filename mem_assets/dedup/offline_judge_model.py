@@ -131,6 +131,25 @@ class JudgeModel:
         the forward one, since a contradiction is read as "b replaces a"."""
         return symmetrize(self.probabilities(forward), self.probabilities(backward), self.classes)
 
+    def near_misses(self, probabilities: np.ndarray, band: float,
+                    chinese: np.ndarray | None = None) -> list[tuple[Label, float] | None]:
+        """Per row: the label a pair nearly got — P(redundant) or P(contradictory) at least its
+        threshold minus ``band`` (the larger margin first) — or None. Only meaningful for rows
+        ``decide`` left independent; ``band`` 0 finds none."""
+        probabilities = np.atleast_2d(probabilities)
+        index = {c: i for i, c in enumerate(self.classes)}
+        bars = redundant_thresholds(self.thresholds, np.zeros(len(probabilities), bool) if chinese is None else chinese)
+        near: list[tuple[Label, float] | None] = []
+        for row, bar in zip(probabilities, bars, strict=True):
+            redundant, contradictory = float(row[index["redundant"]]), float(row[index["contradictory"]])
+            close: list[tuple[float, Label, float]] = [
+                (p - threshold, label, p) for label, p, threshold in (
+                    ("redundant", redundant, float(bar)),
+                    ("contradictory", contradictory, self.thresholds["contradictory"]))
+                if band > 0 and p >= threshold - band]
+            near.append(max(close)[1:] if close else None)
+        return near
+
     def decide(self, probabilities: np.ndarray, chinese: np.ndarray | None = None) -> list[tuple[Label, float]]:
         """Precision-first labels: independent unless a class clears its threshold. ``chinese``:
         which pairs are of two Chinese texts (the ``zh`` feature); None: none."""
@@ -195,6 +214,9 @@ class Decision:
     """Why the gate answered (None: the model itself decided)."""
     overruled: str | None = None
     """Why the model's merge or supersede was turned into independent (``dated_events``)."""
+    near: Label | None = None
+    """Left independent, but this label's probability was within the review band of its threshold."""
+    near_probability: float | None = None
 
     @property
     def reason(self) -> str:
@@ -272,12 +294,14 @@ def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.nd
 
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
-            features_of: PairFeaturizer | None = None, gate: Gate | None = None) -> list[Decision]:
+            features_of: PairFeaturizer | None = None, gate: Gate | None = None,
+            band: float = 0.0) -> list[Decision]:
     """Label (older, newer) text pairs with the shipped model.
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
     ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: pairs it
     closes are independent without the model's deep features (their texts are not embedded for
-    them)."""
+    them). ``band``: a pair the model leaves independent within this of a threshold is marked
+    ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent."""
     model = model or load()
     decided: list[Decision | None] = [
         Decision("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
@@ -302,10 +326,13 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             probabilities = model.pair_probabilities(features[:len(subset)], features[len(subset):])
             chinese = both_chinese(features[:len(subset)])
             independent = model.classes.index("independent")
+            near = model.near_misses(probabilities, band, chinese)
             for k, (i, (label, p)) in enumerate(zip(opened, model.decide(probabilities, chinese), strict=True)):
                 if label != "independent" and dated_events(*rest[i]):
                     judged[i] = Decision("independent", float(probabilities[k, independent]),
                                          overruled=f"two dated events, not an update: P({label}) = {p:.2f} overruled")
+                elif label == "independent" and near[k] is not None:
+                    judged[i] = Decision(label, p, near=near[k][0], near_probability=round(near[k][1], 4))
                 else:
                     judged[i] = Decision(label, p)
         remaining = iter(judged)

@@ -39,7 +39,7 @@ from mem_assets.dedup.relations import Label, ModelKind
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import ChatUsage, OpenAIChatResource
-from mem_resources.settings import DEFAULT_MODELS_DIR
+from mem_resources.settings import DEFAULT_MODELS_DIR, DEFAULT_REVIEW_BAND
 from mem_resources.text import unsupported_words
 
 if TYPE_CHECKING:
@@ -51,13 +51,17 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Judgment:
     """``deferred``: not judged (the run's deadline passed); like a failure it merges nothing.
-    ``gated``: answered independent by a cheaper model's gate, without the judge's own features."""
+    ``gated``: answered independent by a cheaper model's gate, without the judge's own features.
+    ``near``: an independent pair the judge was unsure of — the label whose probability
+    ``near_probability`` fell within the review band below its threshold (the review queue's)."""
 
     label: Label
     reason: str
     failed: bool = False
     deferred: bool = False
     gated: bool = False
+    near: Label | None = None
+    near_probability: float | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,10 @@ class OfflineJudge(JudgeResource):
     gate: bool = True
     models_dir: str = str(DEFAULT_MODELS_DIR)
     """Folder of the bge-small jars the accurate model reads (``MEMTEND_MODELS_DIR``)."""
+    review_band: float = Field(default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0)
+    """Pairs left independent whose P(redundant) or P(contradictory) is at least its threshold
+    minus this are queued for review (``MEMTEND_REVIEW_BAND``); labels do not change. Not part
+    of the fingerprint: a new band applies to pairs judged from then on."""
 
     def _gate(self) -> Gate | None:
         from mem_assets.dedup import offline_judge_model as judge_model
@@ -195,8 +203,9 @@ class OfflineJudge(JudgeResource):
                                         Path(self.models_dir), tuple(model.cross_encoders))
         results = []
         for pairs in batches:
-            decided = judge_model.predict(pairs, model, shared, gate)
-            results.append([Judgment(d.label, d.reason, gated=d.gated is not None) for d in decided])
+            decided = judge_model.predict(pairs, model, shared, gate, self.review_band)
+            results.append([Judgment(d.label, d.reason, gated=d.gated is not None, near=d.near,
+                                     near_probability=d.near_probability) for d in decided])
             if advance:
                 advance(len(pairs))
         if vectors is not None:

@@ -180,7 +180,8 @@ def mark_checked(tx: ManagedTransaction, tenant: str, ids: Sequence[str], seen_a
 def cached_judgments(tx: ManagedTransaction, tenant: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
     result = tx.run(
         "UNWIND $keys AS key MATCH (j:DedupJudgment {user_name: $tenant, id: key}) "
-        "RETURN j.id AS key, j.label AS label, j.reason AS reason",
+        "RETURN j.id AS key, j.label AS label, j.reason AS reason, j.near AS near, "
+        "j.near_probability AS near_probability",
         tenant=tenant, keys=list(keys),
     )
     return {record["key"]: record.data() for record in result}
@@ -690,7 +691,7 @@ def queue_reviews(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, 
 
 
 _REVIEW = """v {.id, .status, .label, .origin, .note, .first_id, .second_id, .first_text, .second_text,
-                .reason, .score, .run_id, .resolution_id,
+                .reason, .score, .run_id, .resolution_id, .suggested,
                 created_at: toString(v.created_at), answered_at: toString(v.answered_at)}"""
 
 

@@ -1,9 +1,13 @@
 """The review queue: pairs a run left apart because it was unsure, answered by a person.
 
-A contradiction the run could not settle (same moment, or judgments that contradict each other)
-is queued per tenant with both texts, the candidate score and the reason. Accepting one applies
-it as a supersede, newer wins (``--keep`` names the survivor when nothing orders the two),
-through the same code that applies a run's resolutions; rejecting dismisses it. Every answer,
+Two kinds are queued per tenant with both texts, the candidate score and the reason: a
+contradiction the run could not settle (same moment, or judgments that contradict each other),
+and a pair the offline judge left independent although its P(redundant) or P(contradictory) lay
+within the review band below the threshold (``MEMTEND_REVIEW_BAND``; ``suggested`` is the label
+it nearly got). Accepting one applies it through the same code that applies a run's resolutions:
+a suggested redundant pair is merged (the more informative text kept), a contradiction
+superseded, newer wins (``--keep`` names the survivor when nothing orders the two); rejecting
+dismisses it. Every answer,
 and every undo, is kept as a labelled pair (``DedupReview``, keyed by the two texts, whatever
 judge runs): later runs take its label over the judge's, and ``export`` writes the pairs as
 ``memtend eval-judge`` reads them.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +25,12 @@ import pandas as pd
 
 from mem_assets.dedup import queries
 from mem_assets.dedup.apply_resolutions import apply_plan, item_from_properties
+from mem_assets.dedup.merging import MergePlan, informativeness, merged_id
 from mem_assets.dedup.resolution_plan import Plan, Unresolved
 from mem_assets.dedup.superseding import SupersedePlan, compare, recency
 from mem_assets.dedup.undo import UndoError, review_key, review_row
-from mem_resources.memory_model import MemoryStatus, utc_now
+from mem_resources.embedder import EmbedderResource
+from mem_resources.memory_model import MemoryItem, MemoryStatus, UpdateType, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 
 REVIEWED = "reviewed by the user"
@@ -44,6 +51,23 @@ def queued(unresolved: Sequence[Unresolved], texts: dict[str, str], scores: dict
                      "second_text": texts[second], "reason": item.reason, "run_id": run_id,
                      "score": scores.get(frozenset(item.ids))})
     return rows
+
+
+def unsure_pairs(judgments: pd.DataFrame, run_id: str | None) -> list[dict[str, Any]]:
+    """Pending review rows for the pairs judged independent within the review band (columns of
+    ``relation_judgments``: ids, texts, score, label, near, near_probability); pairs the user
+    already answered carry the answer's reason and are not queued again."""
+    if judgments.empty or "near" not in judgments:
+        return []
+    rows = judgments[judgments["near"].notna() & (judgments["label"] == "independent")
+                     & (judgments["reason"] != REVIEWED) & ~judgments["failed"].astype(bool)]
+    return [{"id": review_key(row.left_text, row.right_text), "status": "pending", "origin": "unsure",
+             "first_id": row.left_id, "second_id": row.right_id, "first_text": row.left_text,
+             "second_text": row.right_text, "suggested": row.near, "run_id": run_id,
+             "score": None if pd.isna(row.score) else float(row.score),
+             "reason": f"judge unsure: P({row.near}) = {row.near_probability:.2f}, within the review band "
+                       "below its threshold, so left apart"}
+            for row in rows.itertuples()]
 
 
 def apply_answers(judgments: pd.DataFrame, pairs: pd.DataFrame, answered: dict[str, str]) -> pd.DataFrame:
@@ -68,8 +92,9 @@ def candidate_keys(pairs: pd.DataFrame) -> list[str]:
 
 
 def answer(neo4j: Neo4jResource, tenant: str, review_id: str, accept: bool,
-           keep: str | None = None) -> dict[str, Any]:
-    """Accept (apply as a supersede) or reject a pending review, holding the tenant's lease."""
+           keep: str | None = None, embedder: EmbedderResource | None = None) -> dict[str, Any]:
+    """Accept (merge a suggested redundant pair, else supersede) or reject a pending review,
+    holding the tenant's lease. A merge needs ``embedder`` for the merged memory's vector."""
     now = utc_now()
     with neo4j.lease(tenant, info="a review answer"), neo4j.session() as session:
         item = session.execute_read(queries.review, tenant, review_id)
@@ -84,26 +109,52 @@ def answer(neo4j: Neo4jResource, tenant: str, review_id: str, accept: bool,
             nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
             if len(nodes) < 2 or any(n.metadata.status != MemoryStatus.ACTIVATED for n in nodes.values()):
                 raise ReviewError(f"review {review_id}: a memory of the pair is gone or no longer activated")
-            if keep is not None:
-                if keep not in ids:
-                    raise ReviewError(f"--keep must be {ids[0]} or {ids[1]}")
-                newer, older = keep, next(i for i in ids if i != keep)
-            else:
-                order = compare(recency(nodes[ids[0]]), recency(nodes[ids[1]]))
-                if order is None:
-                    raise ReviewError(f"review {review_id}: nothing says which is newer; pass --keep "
-                                      f"{ids[0]} or --keep {ids[1]}")
-                older, newer = ids if order < 0 else ids[::-1]
-            [row] = apply_plan(neo4j, tenant, Plan(supersedes=[SupersedePlan(older, newer, REVIEWED)]), [],
-                               {i: n.memory for i, n in nodes.items()}, now, run_id=review_id)
-            if row["status"] != "applied":
-                raise ReviewError(f"review {review_id}: {row['status']}")
-            resolution_id = row["resolution_id"]
-        label = "contradictory" if accept else "independent"
+            resolution_id = (_merge(neo4j, tenant, review_id, nodes, embedder, now)
+                             if item.get("suggested") == "redundant"
+                             else _supersede(neo4j, tenant, review_id, nodes, ids, keep, now))
+        label = (item.get("suggested") or "contradictory") if accept else "independent"
         session.execute_write(queries.store_reviews, tenant, [
             review_row(item["first_text"], item["second_text"], label, item["origin"] or "run",
                        "accepted" if accept else "rejected", now, resolution_id=resolution_id)])
     return {**item, "label": label, "resolution_id": resolution_id}
+
+
+def _applied(review_id: str, rows: list[dict[str, Any]]) -> str:
+    [row] = rows
+    if row["status"] != "applied":
+        raise ReviewError(f"review {review_id}: {row['status']}")
+    return row["resolution_id"]
+
+
+def _supersede(neo4j: Neo4jResource, tenant: str, review_id: str, nodes: dict[str, MemoryItem],
+               ids: list[str], keep: str | None, now: datetime) -> str:
+    """Newer wins; ``keep`` names the survivor when nothing orders the two."""
+    if keep is not None:
+        if keep not in ids:
+            raise ReviewError(f"--keep must be {ids[0]} or {ids[1]}")
+        newer, older = keep, next(i for i in ids if i != keep)
+    else:
+        order = compare(recency(nodes[ids[0]]), recency(nodes[ids[1]]))
+        if order is None:
+            raise ReviewError(f"review {review_id}: nothing says which is newer; pass --keep "
+                              f"{ids[0]} or --keep {ids[1]}")
+        older, newer = ids if order < 0 else ids[::-1]
+    return _applied(review_id, apply_plan(neo4j, tenant, Plan(supersedes=[SupersedePlan(older, newer, REVIEWED)]),
+                                          [], {i: n.memory for i, n in nodes.items()}, now, run_id=review_id))
+
+
+def _merge(neo4j: Neo4jResource, tenant: str, review_id: str, nodes: dict[str, MemoryItem],
+           embedder: EmbedderResource | None, now: datetime) -> str:
+    """The pair merged as a run merges a redundant group the offline judge fuses: the more
+    informative text kept."""
+    if embedder is None:
+        raise ReviewError(f"review {review_id}: merging needs the embedder")
+    sources = tuple(sorted(nodes))
+    text = max((nodes[i].memory for i in sources), key=informativeness)
+    merge = MergePlan(merged_id(tenant, sources), sources, text, UpdateType.DUPLICATE, REVIEWED)
+    [vector] = embedder.embed([text])
+    return _applied(review_id, apply_plan(neo4j, tenant, Plan(merges=[merge]), [vector.tolist()],
+                                          {i: n.memory for i, n in nodes.items()}, now, run_id=review_id))
 
 
 def export(neo4j: Neo4jResource, tenant: str, path: Path) -> int:

@@ -9,6 +9,7 @@ exactly that table.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -175,16 +176,62 @@ def load_forest(stored: Sequence[queries.StoredTopic], store: MemberStore) -> di
     return {tid: t for tid, t in topics.items() if t.member_count > 0}
 
 
+def tidied(stored: Sequence[queries.StoredTopic],
+           successors: Mapping[str, str]) -> tuple[list[queries.StoredTopic], dict[str, str]]:
+    """The topics as topic hygiene (``topic_writer.tidy_topics``) will leave them once the
+    memories in ``successors`` are archived: each one's place in a level-1 topic taken by its
+    successor, unless the successor already has a level-1 topic (then the place is dropped); and
+    which successors got a topic so. Thin topics hygiene would then dissolve are not: a plan
+    made before a dedup run counts them (``thinned``) instead."""
+    if not successors:
+        return list(stored), {}
+    placed = {c for t in stored if t.level == 1 for c in t.children if c not in successors}
+    given: dict[str, str] = {}
+    out = []
+    for topic in sorted(stored, key=lambda t: t.id):
+        if topic.level != 1 or not successors.keys() & set(topic.children):
+            out.append(topic)
+            continue
+        children = [c for c in topic.children if c not in successors]
+        for child in sorted(set(topic.children) & successors.keys()):
+            heir = successors[child]
+            if heir not in placed:
+                placed.add(heir)
+                given[heir] = topic.id
+                children.append(heir)
+        out.append(replace(topic, children=sorted(children)))
+    return out, given
+
+
+def thinned(stored: Sequence[queries.StoredTopic]) -> list[str]:
+    """Level-1 topics with fewer than two members: hygiene dissolves them."""
+    return sorted(t.id for t in stored if t.level == 1 and len(t.children) < 2)
+
+
+def successor_topics(neo4j: Neo4jResource, tenant: str, memory_types: Sequence[str],
+                     successors: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Which successors of memories a planned dedup archives get their topic place (``tidied``),
+    and the level-1 topics left thin by it."""
+    if not successors:
+        return {}, []
+    with neo4j.session() as session:
+        before = session.execute_read(queries.read_forest, tenant, list(memory_types))
+    after, given = tidied(before, successors)
+    return given, sorted(set(thinned(after)) - set(thinned(before)))
+
+
 def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
                      tenant: str, memory_type: str, candidates: pd.DataFrame,
                      params: Mapping[str, PlacementParams], rebuild: bool, salt: str = "",
-                     cross: CrossParams | None = CROSS_PARAMS) -> list[dict[str, Any]]:
+                     cross: CrossParams | None = CROSS_PARAMS,
+                     successors: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Plan one memory type, each language in its own space with its own thresholds (``params``
     by space): offer its candidates to its topics (or, on rebuild, start over). With ``cross`` and
     ``vectors.cross_language`` a memory that fits no topic of its language may join the other's
-    (``placement.plan_languages``): then a language with topics but no candidates is planned too."""
+    (``placement.plan_languages``): then a language with topics but no candidates is planned too.
+    ``successors``: memories a planned dedup will archive, and what replaces each (``tidied``)."""
     with neo4j.session() as session:
-        stored = session.execute_read(queries.read_forest, tenant, [memory_type])
+        stored, _ = tidied(session.execute_read(queries.read_forest, tenant, [memory_type]), successors or {})
     langs = [language(text) for text in candidates["memory"]]
     across = cross is not None and vectors.cross_language
     planned = sorted(set(langs) | ({topic_language(t) for t in stored} if across and langs else set()))
@@ -247,8 +294,12 @@ def _plan_rows(memory_type: str, space: str, before: Mapping[str, Topic], plan: 
 
 def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource, tenant: str,
                candidates: pd.DataFrame, params: Mapping[str, PlacementParams],
-               rebuild: bool, salt: str = "", cross: CrossParams | None = CROSS_PARAMS) -> pd.DataFrame:
+               rebuild: bool, salt: str = "", cross: CrossParams | None = CROSS_PARAMS,
+               successors: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The placement plan of ``candidates`` (``memory_clusters``; ``memtend plan`` with the
+    ``successors`` of a dedup not run yet)."""
     rows = [row for memory_type, of_type in candidates.groupby("memory_type", sort=True)
             for row in plan_memory_type(neo4j, embedder, vectors, tenant, str(memory_type),
-                                        of_type.reset_index(drop=True), params, rebuild, salt, cross)]
+                                        of_type.reset_index(drop=True), params, rebuild, salt, cross,
+                                        successors)]
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)

@@ -26,6 +26,7 @@ import pandas as pd
 from mem_assets.reorg import queries
 from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, MemberStore, store_vectors
+from mem_assets.reorg.queries import Orphan
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
 from mem_assets.reorg.topic_space import language as language_code
 from mem_assets.reorg.topic_vectors import (
@@ -69,9 +70,19 @@ class CandidateLoad(NamedTuple):
     vectors_deferred: int = 0
 
 
+@dataclass(frozen=True)
+class AfterDedup:
+    """The orphans as a dedup run would leave them, for a plan made before that run: those it
+    takes away, and the new ones it would make (merged memories) that stay orphans."""
+
+    gone: frozenset[str] = frozenset()
+    """Orphans no longer: archived, or given their predecessor's topic by hygiene."""
+    added: tuple[Orphan, ...] = ()
+
+
 def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
                     tenant: str, min_group_size: int, rebuild: bool = False,
-                    e5_max: int | None = None) -> CandidateLoad:
+                    e5_max: int | None = None, write: bool = True, after: AfterDedup | None = None) -> CandidateLoad:
     """Orphans of the memory types due for reorganization (every live memory of every type on a
     rebuild), sorted by type and id so that planning repeats, and the orphan counts per type.
 
@@ -81,10 +92,14 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     is embedded here once and the vector kept on its node — at most ``e5_max`` per run (by memory
     type and id): the others are marked deferred, which the next run plans first; a memory without
     an embedding of the embedder's dimension is embedded for planning only (the graph keeps its
-    embedding as it is).
+    embedding as it is). ``write=False`` (``memtend plan``): the same candidates, nothing marked
+    or stored; ``after``: as they will be once a planned dedup ran (fresh counts adjusted).
     """
     with neo4j.session() as session:
         counts = session.execute_read(queries.orphan_counts, tenant)
+        if after is not None:
+            counts = _counts_after(counts, session.execute_read(
+                queries.read_orphans, tenant, [c.memory_type for c in counts], embedder.dimension), after)
         if rebuild:
             eligible = session.execute_read(queries.live_memory_types, tenant)
             rows = session.execute_read(queries.read_live_memories, tenant, eligible, embedder.dimension)
@@ -92,8 +107,11 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
             eligible = [count.memory_type for count in counts if count.eligible(min_group_size)]
             rows = session.execute_read(queries.read_orphans, tenant, eligible,
                                         embedder.dimension) if eligible else []
+        if after is not None:
+            rows = [r for r in rows if r.id not in after.gone] + [o for o in after.added if o.memory_type in eligible]
         waiting_types = [count.memory_type for count in counts if count.memory_type not in eligible]
-        waiting = session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH)
+        waiting = (session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH) if write
+                   else sum(c.fresh for c in counts if c.memory_type in waiting_types))
     spaces = [vectors.space(language_code(orphan.memory)) for orphan in rows]
     unvectored = sorted((rows[row].memory_type, rows[row].id) for row, space in enumerate(spaces)
                         if space in NEEDS_E5 and rows[row].reorg_vector is None)
@@ -101,8 +119,9 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     if later:
         kept = [row for row, orphan in enumerate(rows) if orphan.id not in later]
         rows, spaces = [rows[row] for row in kept], [spaces[row] for row in kept]
-        with neo4j.session() as session:
-            session.execute_write(queries.mark_deferred, tenant, sorted(later))
+        if write:
+            with neo4j.session() as session:
+                session.execute_write(queries.mark_deferred, tenant, sorted(later))
     pairs = list(zip(rows, spaces, strict=True))
     parts = {MAIN_SPACE: [orphan.embedding if space == MAIN_SPACE else None for orphan, space in pairs],
              E5_SPACE: [orphan.reorg_vector if space in NEEDS_E5 else None for orphan, space in pairs]}
@@ -114,7 +133,7 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
             parts[part][row] = vector
     stored = store_vectors(neo4j, tenant, [rows[row].id for row in missing[E5_SPACE]],
                            [parts[E5_SPACE][row] for row in missing[E5_SPACE]],
-                           [rows[row].memory for row in missing[E5_SPACE]])
+                           [rows[row].memory for row in missing[E5_SPACE]]) if write else 0
     chosen = in_spaces(spaces, parts[MAIN_SPACE], parts[E5_SPACE])
     frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
                           "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
@@ -125,6 +144,20 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
     return CandidateLoad(frame, table, len(missing[MAIN_SPACE]), waiting, stored, len(later))
+
+
+def _counts_after(counts: Sequence[queries.OrphanCount], orphans: Sequence[Orphan],
+                  after: AfterDedup) -> list[queries.OrphanCount]:
+    """Fresh orphan counts once the archived orphans are gone and the new ones are in."""
+    fresh = {c.memory_type: c.fresh for c in counts}
+    for orphan in orphans:
+        if orphan.id in after.gone and not orphan.set_aside:
+            fresh[orphan.memory_type] -= 1
+    for orphan in after.added:
+        fresh[orphan.memory_type] = fresh.get(orphan.memory_type, 0) + 1
+    known = {c.memory_type: c for c in counts}
+    return [queries.OrphanCount(t, n, known[t].set_aside if t in known else 0, known[t].deferred if t in known else 0)
+            for t, n in sorted(fresh.items())]
 
 
 def tidy_topics(neo4j: Neo4jResource, tenant: str) -> dict[str, int]:
