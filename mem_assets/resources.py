@@ -85,6 +85,7 @@ def build_chat(settings: Settings, in_dagster: bool = True) -> OpenAIChatResourc
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
         response_format=settings.llm_response_format,
+        max_tokens=settings.llm_max_tokens,
     )
 
 

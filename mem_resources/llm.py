@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from dagster import ConfigurableResource
-from pydantic import BaseModel, PrivateAttr, ValidationError
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from mem_resources.llm_answers import UnparsableAnswer, extract_json
 
@@ -74,15 +74,24 @@ def _response_content(response: Any) -> str:
     return content
 
 
-def _format_rejected(exc: openai.APIStatusError) -> bool:
-    """A 400/422 that names the response format: the server does not support it."""
-    text = f"{exc.message} {exc.body}".lower()
-    return exc.status_code in (400, 422) and ("response_format" in text or "json" in text)
+#: Statuses that say nothing about the request's form: auth, routing, size, overload. Any other
+#: 4xx/5xx to a request with a response format may be the server refusing that format
+#: (llama-cpp-python's server answers ``json_schema`` with HTTP 500), so the next format is tried.
+_NOT_ABOUT_FORMAT = frozenset({401, 402, 403, 404, 408, 409, 413, 429, 502, 503, 504})
+
+
+def _maybe_format_refused(exc: openai.APIStatusError) -> bool:
+    return exc.status_code >= 400 and exc.status_code not in _NOT_ABOUT_FORMAT
 
 
 class OpenAIChatResource(ConfigurableResource):
-    """Chat completions with a per-request timeout and the SDK's backoff retries on
-    408/429/5xx and lost connections (``max_retries``)."""
+    """Chat completions with a per-request timeout, the SDK's backoff retries on 408/429/5xx and
+    lost connections (``max_retries``), and answers bounded by ``max_tokens``.
+
+    Servers people self-host differ in the structured output they accept, so the response format
+    steps down ``json_schema`` -> ``json_object`` with the schema (grammar-constrained on
+    llama.cpp servers) -> none when a request is refused, and the client remembers the first one
+    that worked for the rest of its life."""
 
     model: str = "gpt-4o-mini"
     base_url: str | None = None
@@ -90,9 +99,10 @@ class OpenAIChatResource(ConfigurableResource):
     timeout_s: float = 60.0
     max_retries: int = 2
     temperature: float = 0.0
+    max_tokens: int = Field(default=1024, ge=16, description="Completion tokens one answer may take.")
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
 
-    _refused_formats: set[str] = PrivateAttr(default_factory=set)
+    _working_format: str | None = PrivateAttr(default=None)
 
     def client(self) -> OpenAI:
         """The SDK is imported here, not at module load: every run process would pay ~1 s for
@@ -102,47 +112,65 @@ class OpenAIChatResource(ConfigurableResource):
         return OpenAI(base_url=self.base_url, api_key=self.api_key,
                       timeout=self.timeout_s, max_retries=self.max_retries)
 
-    def _format(self, schema: type[BaseModel]) -> dict[str, Any] | None:
-        """The strongest format the server has not refused, starting from the configured one."""
-        for name in _FORMATS[_FORMATS.index(self.response_format):]:
-            if name in self._refused_formats:
-                continue
-            if name == "json_schema":
-                return {"type": "json_schema", "json_schema": {
-                    "name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
-            return {"type": "json_object"} if name == "json_object" else None
+    @property
+    def working_format(self) -> str | None:
+        """The response format the server last accepted, None before any answer."""
+        return self._working_format
+
+    def _formats(self) -> list[str]:
+        """The formats to try in order: the one that worked, else the configured one and weaker."""
+        start = self._working_format or self.response_format
+        return list(_FORMATS[_FORMATS.index(start):])
+
+    @staticmethod
+    def _format_body(name: str, schema: type[BaseModel]) -> dict[str, Any] | None:
+        if name == "json_schema":
+            return {"type": "json_schema", "json_schema": {
+                "name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
+        if name == "json_object":
+            return {"type": "json_object", "schema": schema.model_json_schema()}
         return None
 
     def _create(self, client: OpenAI, messages: list[dict[str, str]], schema: type[BaseModel],
                 usage: ChatUsage) -> str:
-        """One completion's text; a refused response format is dropped for the rest of the run
-        and the request sent again without it."""
+        """One completion's text. A 4xx/5xx that may be a refused response format is sent again
+        with the next weaker format; the format that answered is kept for later calls. When every
+        format fails, the first failure is reported and nothing is remembered (a server that
+        is merely broken does not lose its best format)."""
         import openai
 
-        while True:
-            response_format = self._format(schema)
+        formats = self._formats()
+        first: CallFailed | None = None
+        for position, name in enumerate(formats):
+            response_format = self._format_body(name, schema)
             extra = {"response_format": response_format} if response_format else {}
             usage.calls += 1
             try:
                 response = client.chat.completions.create(
-                    model=self.model, temperature=self.temperature, messages=messages, **extra)
+                    model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
+                    messages=messages, **extra)
             except openai.APIStatusError as exc:
-                if response_format and _format_rejected(exc):
-                    self._refused_formats.add(str(response_format["type"]))
-                    log.warning("The server refused response_format %s (HTTP %s); asking without it",
-                                response_format["type"], exc.status_code)
+                failure = CallFailed("http_status", f"HTTP {exc.status_code}: {exc.message}")
+                first = first or failure
+                if response_format and _maybe_format_refused(exc) and position + 1 < len(formats):
+                    log.warning("The server answered response_format %s with HTTP %s (refused?); "
+                                "trying %s", name, exc.status_code, formats[position + 1])
                     continue
-                raise CallFailed("http_status", f"HTTP {exc.status_code}: {exc.message}") from exc
+                raise first from exc
             except openai.APITimeoutError as exc:
+                if position:  # the server took this format and was slow: no need to probe again
+                    self._working_format = name
                 raise CallFailed("timeout", f"no answer within {self.timeout_s} s") from exc
             except openai.APIError as exc:
                 raise CallFailed("transport", f"{type(exc).__name__}: {exc}") from exc
             except Exception as exc:
                 raise CallFailed("bad_body", f"{type(exc).__name__}: {exc}") from exc
+            self._working_format = name
             if getattr(response, "usage", None) is not None:
                 usage.prompt_tokens += response.usage.prompt_tokens or 0
                 usage.completion_tokens += response.usage.completion_tokens or 0
             return _response_content(response)
+        raise AssertionError("unreachable")
 
     def ask_json(self, system: str, user: str, schema: type[T], client: OpenAI | None = None,
                  context: dict[str, Any] | None = None,

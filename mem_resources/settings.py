@@ -106,7 +106,11 @@ class Settings(BaseSettings):
                                  description="SDK retries on timeouts, 408/429/5xx and lost connections.")
     llm_response_format: ResponseFormat = Field(
         default="json_schema", validation_alias=_env("MEMTEND_LLM_RESPONSE_FORMAT"),
-        description="json_schema (falls back to json_object, then none, when the server refuses it).")
+        description="json_schema, falling back on any refusal (a 4xx/5xx other than auth or overload) to "
+                    "json_object with the schema (what llama.cpp servers constrain output with), then none.")
+    llm_max_tokens: int = Field(
+        default=1024, ge=16, validation_alias=_env("MEMTEND_LLM_MAX_TOKENS"),
+        description="Completion tokens one LLM answer may take (max_tokens): a weak model cannot run on.")
     judge_deadline_s: float = Field(default=900.0, gt=0, validation_alias=_env("MEMTEND_JUDGE_DEADLINE"),
                                     description="Seconds of LLM judging per run; later nodes wait.")
     review_band: float = Field(
