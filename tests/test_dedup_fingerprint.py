@@ -6,8 +6,8 @@ the groups that named speakers of reserved LoCoMo conversations, and when the de
 judge became judge-v3, then judge-v6, then judge-v7, judge-v8, judge-v9, then judge-v11 (other model, other
 judgments; judge-v11 was recorded on the one CPU at hand, so judge-v9's value for the CPU it was trained on is gone).
 The value is recorded per CPU: numpy's SIMD paths and the int8 / 4-bit ONNX kernels round a little
-differently on another CPU, enough to flip a pair that sits on a threshold (docs/dedup.md,
-"Retraining"). On a CPU without a recorded value the decisions are compared with the recorded
+differently on another CPU, enough to flip a pair that sits on a threshold (research/NOTES.md
+§1.2, "Retraining"). On a CPU without a recorded value the decisions are compared with the recorded
 judgments (``RECORDED``): the same candidate pairs, and every label the same except for pairs the
 judge on this CPU puts within ``NEAR`` of a threshold it decides by (at most ``MAX_FLIPS``). On a
 new CPU, run this test at the commit that recorded the values and add what it gives; any other

@@ -1,6 +1,7 @@
 """The learned offline judge, scored end to end on held-out splits it never saw in training.
 
-Floors (docs/dedup.md) for the default, accurate model (judge-v13 behind its e5 gate, bound 0.09
+Floors (today's figures: docs/dedup.md, "Scoring a judge"; every judge version's: research/NOTES.md
+§1.2) for the default, accurate model (judge-v13 behind its e5 gate, bound 0.09
 since 2026-12-03). Hand-written pairs: wrong merges + wrong supersedes <= 1.5% of pairs, redundant
 precision >= 0.95, redundant F1 >= 0.80 (the issue's target), contradictory F1 >= 0.80; measured
 0.85%, 0.97, 0.808, 0.83 on 1,766 pairs on an AMD EPYC (gate bound 0.19 before: 0.79%, 0.96, 0.796,

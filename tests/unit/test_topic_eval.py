@@ -6,8 +6,8 @@ held-out split (research/data/eval/locomo/topics_heldout.jsonl), the second and 
 (research/data/eval/fresh2/, research/data/eval/fresh3/topics.jsonl, each scored once unseen before its floors were set).
 
 Floors sit a little under the figures measured with the default ``COMBINED_PARAMS`` in both
-encoder spaces and cross-language placement (``CROSS_PARAMS``; docs/reorg.md, "A Chinese topic
-encoder"); a change that makes topics mix themes, leaves more memories unplaced or tells a theme
+encoder spaces and cross-language placement (``CROSS_PARAMS``; research/NOTES.md §2.3, "A Chinese
+topic encoder"); a change that makes topics mix themes, leaves more memories unplaced or tells a theme
 twice fails here. No Neo4j.
 """
 
