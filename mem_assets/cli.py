@@ -358,31 +358,45 @@ def reembed(
 
 @app.command("eval-judge")
 def eval_judge(
-    pairs: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
-                                          help='JSONL of {"a": older, "b": newer, "label": …}.')],
+    pairs: Annotated[Path | None, typer.Argument(exists=True, dir_okay=False,
+                                                 help='JSONL of {"a": older, "b": newer, "label": …}.')] = None,
+    reviewed: Annotated[str | None, typer.Option(
+        help="Score on this tenant's reviewed pairs instead of a file: every answer of `memtend "
+             "review` and every undo, read from the graph.")] = None,
     threshold: Annotated[float | None, typer.Option(
         help="Candidate cosine threshold; default: the configured embedder's.")] = None,
     top_k: Annotated[int, typer.Option(min=1, help="Neighbours compared per new memory.")] = 5,
 ) -> None:
     """Score the configured embedder + judge end to end, as the pipeline decides (candidate
     search, then the judge; a pair never a candidate counts as independent). Prints one JSON
-    object. Needs no Neo4j; with MEMTEND_LLM=openai the LLM judge answers."""
+    object. A file needs no Neo4j; with MEMTEND_LLM=openai the LLM judge answers."""
     from mem_assets.dedup.candidates import default_threshold
     from mem_assets.dedup.evaluation import evaluate, read_pairs
+    from mem_assets.dedup.review_queue import labeled_pairs
     from mem_assets.resources import build_judge
 
+    if (pairs is None) == (reviewed is None):
+        typer.secho("error: name a pairs file or --reviewed TENANT", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    if reviewed is not None:
+        [tenant] = _valid_tenants([reviewed])
+        rows = _neo4j_step(lambda neo4j: labeled_pairs(neo4j, tenant))
+        if not rows:
+            typer.secho(f"error: tenant {tenant!r} has no reviewed pairs yet (`memtend review {tenant}` "
+                        "lists those waiting)", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2)
+    else:
+        try:
+            rows = read_pairs(pairs)
+        except (ValueError, json.JSONDecodeError) as exc:
+            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2) from exc
     settings = load_settings()
     embedder = build_embedder(settings, in_dagster=False)
     judge = build_judge(settings, in_dagster=False)
-    try:
-        rows = read_pairs(pairs)
-    except (ValueError, json.JSONDecodeError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from exc
     result = evaluate(rows, embedder, judge,
                       threshold if threshold is not None else default_threshold(embedder), top_k)
     typer.echo(json.dumps(result, ensure_ascii=False))
-
 
 
 def _neo4j_step(step: Any) -> Any:

@@ -157,12 +157,19 @@ def _merge(neo4j: Neo4jResource, tenant: str, review_id: str, nodes: dict[str, M
                                           {i: n.memory for i, n in nodes.items()}, now, run_id=review_id))
 
 
-def export(neo4j: Neo4jResource, tenant: str, path: Path) -> int:
-    """Answered pairs as ``memtend eval-judge`` reads them (one JSON object a line)."""
+def labeled_pairs(neo4j: Neo4jResource, tenant: str) -> list[dict[str, Any]]:
+    """The tenant's answered pairs (reviews and undos) as ``memtend eval-judge`` scores them:
+    the user's own evaluation set."""
     with neo4j.session() as session:
         answered = session.execute_read(queries.reviews, tenant, "answered")
+    return [{"a": item["first_text"], "b": item["second_text"], "label": item["label"],
+             "source": f"review {item['id']} ({item['note']})"} for item in answered]
+
+
+def export(neo4j: Neo4jResource, tenant: str, path: Path) -> int:
+    """Answered pairs as ``memtend eval-judge`` reads them (one JSON object a line)."""
+    rows = labeled_pairs(neo4j, tenant)
     with path.open("w", encoding="utf-8") as out:
-        for item in answered:
-            out.write(json.dumps({"a": item["first_text"], "b": item["second_text"], "label": item["label"],
-                                  "source": f"review {item['id']} ({item['note']})"}, ensure_ascii=False) + "\n")
-    return len(answered)
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return len(rows)
