@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from mem_resources.memory_model import (
     normalize_text,
     payload_hash,
 )
-from mem_resources.text import CJK, chinese_words, tokens
+from mem_resources.text import CJK, chinese_words, tokens, unsupported_words
 
 
 @dataclass(frozen=True)
@@ -201,3 +202,34 @@ def merged_item(tenant: str, plan: MergePlan, sources: Sequence[MemoryItem],
 def keeps_source_text(plan: MergePlan, sources: Sequence[MemoryItem]) -> bool:
     """A merged node whose text is one of its sources' needs no new comparison."""
     return any(normalize_text(s.memory) == normalize_text(plan.text) for s in sources)
+
+
+#: A source word missing from the kept text is still carried by a kept word sharing a prefix this
+#: long and covering this share of the shorter word: the same word in another form ("allergic" /
+#: "allergy", "Lisbon" / "Lisboa"), not another word ("microsoft" / "microwave").
+_SAME_WORD_PREFIX, _SAME_WORD_SHARE = 5, 0.75
+
+
+def _same_word(a: str, b: str) -> bool:
+    common = len(os.path.commonprefix([a, b]))
+    return common >= _SAME_WORD_PREFIX and common >= _SAME_WORD_SHARE * min(len(a), len(b))
+
+
+def dropped_words(kept: str, sources: Sequence[str]) -> list[str]:
+    """Content words of ``sources`` that ``kept`` does not carry (``text.unsupported_words``, then
+    other forms of a kept word): what archiving the sources behind ``kept`` would forget."""
+    kept_words = tokens(kept)
+    return [word for source in sources for word in unsupported_words(source, [kept])
+            if CJK.match(word) or not any(_same_word(word, other) for other in kept_words)]
+
+
+def carries(kept: str, sources: Sequence[str]) -> bool:
+    """``kept`` says everything each source says (``dropped_words``): a merge into it forgets nothing."""
+    return not dropped_words(kept, sources)
+
+
+def carrying_source(sources: Sequence[str]) -> str | None:
+    """The most informative source that carries all the others, or None when none does (each
+    says something the others do not)."""
+    carriers = [text for text in sources if carries(text, sources)]
+    return max(carriers, key=informativeness) if carriers else None

@@ -34,7 +34,7 @@ from mem_assets.dedup.llm_judge_prompt import (
     fuse_message,
     judge_message,
 )
-from mem_assets.dedup.merging import informativeness
+from mem_assets.dedup.merging import carries, carrying_source, informativeness
 from mem_assets.dedup.relations import Label, ModelKind
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
@@ -66,13 +66,16 @@ class Judgment:
 
 @dataclass(frozen=True)
 class Fusion:
-    """How to resolve a group: ``text`` is the fused memory, or None for "keep the newer".
-    ``unsupported``: the model's fused text said things no source said and was not used."""
+    """How to resolve a group: ``text`` is the fused memory, or None for "keep the newer" (a
+    contradiction) or "do not merge" (a redundant group).
+    ``unsupported``: the model's fused text said things no source said and was not used.
+    ``apart``: a group called redundant left unmerged, since no text carries all it says."""
 
     text: str | None
     reason: str
     failed: bool = False
     unsupported: bool = False
+    apart: bool = False
 
 
 Advance = Callable[[int], None]
@@ -290,24 +293,36 @@ class OpenAIJudge(JudgeResource):
 
     def fuse(self, texts: Sequence[str], label: Label,
              dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
-        """A fused text is used only if every content word of it appears in some source."""
+        """A fused text is used only if every content word of it appears in some source and, for
+        a redundant group, it carries every source's content (``merging.carries``). Otherwise the
+        group keeps a source that carries all the others, or is not merged at all: the model's
+        word alone never archives a memory whose content the kept text lacks (a text in the
+        group may be written to make it say "redundant")."""
         answer, usage = self.chat.ask_json(FUSE_SYSTEM, fuse_message(texts, dates, label), Reconciliation)
         if answer is None:
             log.warning("Resolver gave no valid answer for %d memories: left unresolved", len(texts))
             return Fusion(None, "resolver failed: no valid answer", failed=True), usage
         merged = (answer.merged or "").strip()
-        best = max(texts, key=informativeness)
-        if answer.reconcilable and merged:
-            missing = unsupported_words(merged, texts)
-            if not missing:
-                return Fusion(merged, answer.reason), usage
+        missing = unsupported_words(merged, texts) if answer.reconcilable and merged else []
+        if missing:
             log.warning("Fused text %.80r says what no source says (%s): not used", merged,
                         ", ".join(missing[:5]))
-            if label == "redundant":
-                return Fusion(best, "fused text not supported by its sources: kept the most "
-                                    "informative source", unsupported=True), usage
-            return Fusion(None, "reconciled text not supported by its sources: the newest "
-                                "stays", unsupported=True), usage
-        if label == "redundant":
-            return Fusion(best, f"kept the most informative text ({answer.reason})"), usage
-        return Fusion(None, answer.reason), usage
+        if label == "contradictory":
+            if answer.reconcilable and merged and not missing:
+                return Fusion(merged, answer.reason), usage
+            if missing:
+                return Fusion(None, "reconciled text not supported by its sources: the newest "
+                                    "stays", unsupported=True), usage
+            return Fusion(None, answer.reason), usage
+        if answer.reconcilable and merged and not missing and carries(merged, texts):
+            return Fusion(merged, answer.reason), usage
+        why = ("fused text not supported by its sources" if missing
+               else "fused text leaves out what a source says" if answer.reconcilable and merged
+               else answer.reason)
+        kept = carrying_source(texts)
+        if kept is not None:
+            return Fusion(kept, f"kept the source that carries all the others ({why})",
+                          unsupported=bool(missing)), usage
+        log.warning("No text carries what all %d 'redundant' memories say: kept apart", len(texts))
+        return Fusion(None, f"not merged: no text carries every source's content ({why})",
+                      unsupported=bool(missing), apart=True), usage

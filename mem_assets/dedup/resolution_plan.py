@@ -43,6 +43,8 @@ class Plan:
     #: groups whose resolver failed or ran out of time: left as they are, unchecked
     failed: list[tuple[str, ...]] = field(default_factory=list)
     unsupported_fusions: int = 0
+    #: groups called redundant that no text carries whole: not merged, both kept
+    kept_apart: int = 0
     usage: ChatUsage = field(default_factory=ChatUsage)
 
 
@@ -170,6 +172,7 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
                              dates=[s.at.stated_at.isoformat() for s in sides])
         plan.usage.add(usage)
         plan.unsupported_fusions += fusion.unsupported
+        plan.kept_apart += fusion.apart
         if fusion.failed:
             plan.failed.append(tuple(side.id for side in sides))
             return None
