@@ -20,7 +20,7 @@ PAIR_COLUMNS = ["left_id", "right_id", "memory_type", "score", "exact"]
 #: Cosine threshold per embedder. Neural embedders (OpenAI): the seed's 0.8. The offline hashing
 #: embedder is lexical: short value conflicts and negations share few features ("is married" /
 #: "is single" scores 0.25), so it gets the highest 0.05 step that keeps every clear-cut
-#: redundant/contradictory pair of tests/data/labeled_pairs.jsonl; bench/dedup_bench.py prints
+#: redundant/contradictory pair of tests/data/labeled_pairs.jsonl; research/studies/labeled_pairs_study.py prints
 #: that calibration. top_k bounds the judge's work either way.
 #: WordLlama: chosen on research/data/judge/train.jsonl only, the highest 0.05 step keeping >= 98% of the
 #: redundant and >= 94% of the contradictory training pairs as candidates (docs/dedup.md).
