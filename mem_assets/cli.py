@@ -328,8 +328,8 @@ def reembed(
 ) -> None:
     """Re-embed a tenant's memories in place with the configured embedder (MEMTEND_EMBEDDER):
     the migration after switching embedders. Texts, statuses and lineage stay as they are."""
+    from mem_assets.lifecycle.reembedding import reembed_tenant
     from mem_resources.constraints import VectorIndexMismatchError
-    from mem_resources.reembedding import reembed_tenant
 
     if not tenants and not all_tenants:
         typer.secho("error: name the tenants or pass --all", fg=typer.colors.RED, err=True)
