@@ -31,11 +31,13 @@ def history_lines(found: dict[str, Any]) -> list[str]:
         if r["undone_at"]:
             events.append((r["undone_at"], f"undone {r['id']} ({r['undone_by']}) of run {r['run_id']}"))
     for v in found["reviews"]:
-        if v["status"] == "pending":
-            events.append((v["created_at"] or "", (f"queued for review {v['id']} in run {v['run_id']}: "
-                                                   f"{v['first_text']} / {v['second_text']} ({v['reason']})")))
-        else:
-            events.append((v["answered_at"] or "", f"reviewed {v['id']}: {v['label']} ({v['note']})"))
+        if v["created_at"]:  # queued by a run (an undo's answer never was)
+            events.append((v["created_at"], (f"queued for review {v['id']} in run {v['run_id']}: "
+                                             f"{v['first_text']} / {v['second_text']} ({v['reason']})")))
+        if v["status"] != "pending":
+            applied = f", applied as {v['resolution_id']}" if v["resolution_id"] else ""
+            events.append((v["answered_at"] or "", (f"reviewed {v['id']}: {v['label']} ({v['note']}{applied}), "
+                                                    f"queued in run {v['run_id']}")))
     head = (f"{found['id']} [{found['status'] or 'activated'}] version {found['version']}, created "
             f"{found['created_at']}, updated {found['updated_at']}: {found['memory']}")
     tail = ([f"archived {found['archived_at']} ({found['archived_reason']}) -> {found['evolve_to']}"]
