@@ -132,6 +132,24 @@ def _neo4j_or_exit(settings: Settings, verbose: bool) -> None:
         neo4j.close()
 
 
+def _incomplete(settings: Settings, tenants: list[str]) -> dict[str, str]:
+    """Tenants an undo or restore left half done, with the refusal naming the command that
+    finishes each: said in one line instead of a failed run's traceback (the run refuses too)."""
+    from mem_resources.tenant_lock import TenantIncomplete, refuse_if_incomplete
+
+    neo4j = Neo4jResource.from_settings(settings)
+    refused = {}
+    try:
+        for tenant in tenants:
+            try:
+                refuse_if_incomplete(neo4j, tenant)
+            except TenantIncomplete as exc:
+                refused[tenant] = str(exc)
+    finally:
+        neo4j.close()
+    return refused
+
+
 def _valid_tenants(names: list[str]) -> list[str]:
     try:
         return [validate_tenant(name) for name in names]
@@ -162,6 +180,10 @@ def tend(
     for run_id in fail_dead_runs(instance):
         typer.echo(f"run {run_id}: its process died; marked failed", err=True)
     _known_or_exit(instance, chosen, inbox_tenants, create)
+    refused = _incomplete(settings, chosen)
+    for tenant, reason in refused.items():
+        typer.secho(f"{tenant}: refused: {reason}", fg=typer.colors.RED, err=True)
+    chosen = [t for t in chosen if t not in refused]
     missing = [t for t in chosen if not instance.has_dynamic_partition(tenant_partitions.name, t)]
     if missing:
         instance.add_dynamic_partitions(tenant_partitions.name, missing)
@@ -177,7 +199,7 @@ def tend(
         with listening(show):
             outcomes = tend_many(chosen, instance, workers=workers, verbose=verbose,
                                  on_done=lambda outcome: progress.advance(task))
-    failed = [outcome.tenant for outcome in outcomes if not outcome.success]
+    failed = [*refused, *(outcome.tenant for outcome in outcomes if not outcome.success)]
     for outcome in outcomes:
         checks = failed_error_checks(instance, outcome.run_id)
         status = "ok" if outcome.success and not checks else "FAILED"

@@ -129,8 +129,10 @@ def test_kill_tend_restore_again_with_memtend_tend_ends_consistent(neo4j, neo4j_
     write_inbox_file(inbox, tenant, "day3.jsonl", [_item("The user's dog Rex is a beagle.", "2026-03-03T10:00:00Z"),
                                                    _item(COOKING[5] + "!", "2026-03-03T10:00:00Z")])
     refused = _tend(tenant, env, tmp_path)
-    assert refused.returncode == 1 and f"{tenant}: FAILED" in refused.stdout, refused.stdout + refused.stderr
-    assert f"memtend restore {tenant} --backup-id {backup_id}" in refused.stdout + refused.stderr
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert f"{tenant}: refused: tenant {tenant!r} is incomplete" in refused.stderr
+    assert f"run `memtend restore {tenant} --backup-id {backup_id}` to finish it" in refused.stderr
+    assert "Traceback" not in refused.stderr and f"failed: {tenant}" in refused.stderr
     assert graph_digest(neo4j, tenant) == partial  # nothing ingested or merged on the fragment
 
     restore_tenant(neo4j, backups, tenant, backup_id)
