@@ -157,6 +157,8 @@ def test_unsure_pairs_are_listed_answered_respected_and_scored(neo4j, instance, 
 
     exported = tmp_path / "reviewed.jsonl"
     assert "2 answered pairs written" in _cli("review", tenant, "--export", str(exported))
+    written = {(row["a"], row["b"], row["label"]) for row in map(json.loads, exported.read_text("utf-8").splitlines())}
+    assert written == {(KOREAN, KOREAN_AGAIN, "redundant"), (PRIYA, ANITA, "independent")}  # older first
     from_file = json.loads(_cli("eval-judge", str(exported), "--threshold", "-1"))
     from_graph = json.loads(_cli("eval-judge", "--reviewed", tenant, "--threshold", "-1"))
     assert from_graph == from_file

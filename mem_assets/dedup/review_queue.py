@@ -159,11 +159,22 @@ def _merge(neo4j: Neo4jResource, tenant: str, review_id: str, nodes: dict[str, M
 
 def labeled_pairs(neo4j: Neo4jResource, tenant: str) -> list[dict[str, Any]]:
     """The tenant's answered pairs (reviews and undos) as ``memtend eval-judge`` scores them:
-    the user's own evaluation set."""
+    the user's own evaluation set. ``a`` is the older memory when both are still in the graph
+    and something orders them (a contradiction is judged as "b replaces a")."""
+    now = utc_now()
     with neo4j.session() as session:
         answered = session.execute_read(queries.reviews, tenant, "answered")
-    return [{"a": item["first_text"], "b": item["second_text"], "label": item["label"],
-             "source": f"review {item['id']} ({item['note']})"} for item in answered]
+        ids = sorted({i for item in answered for i in (item["first_id"], item["second_id"]) if i})
+        found = session.execute_read(queries.read_nodes, tenant, ids) if ids else {}
+    stated = {i: recency(item_from_properties(tenant, props, now)) for i, props in found.items()}
+    rows = []
+    for item in answered:
+        a, b = item["first_text"], item["second_text"]
+        first, second = stated.get(item["first_id"]), stated.get(item["second_id"])
+        if first is not None and second is not None and compare(first, second) == 1:
+            a, b = b, a
+        rows.append({"a": a, "b": b, "label": item["label"], "source": f"review {item['id']} ({item['note']})"})
+    return rows
 
 
 def export(neo4j: Neo4jResource, tenant: str, path: Path) -> int:
