@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 from mem_assets.dedup import queries
@@ -42,7 +44,20 @@ def history_lines(found: dict[str, Any]) -> list[str]:
             f"{found['created_at']}, updated {found['updated_at']}: {found['memory']}")
     tail = ([f"archived {found['archived_at']} ({found['archived_reason']}) -> {found['evolve_to']}"]
             if found["status"] == "archived" else [])
-    return [head, *(f"  {at}  {text}" for at, text in sorted(events)), *tail]
+    return [head, *(f"  {at}  {text}" for at, text in sorted(events, key=lambda e: (_instant(e[0]), e[1]))), *tail]
+
+
+def _instant(at: str) -> datetime:
+    """An event's time for ordering: Neo4j and Python write fractions of a second with 3 to 9
+    digits, so the strings do not sort as the times do; no time sorts first."""
+    if not at:
+        return datetime.min.replace(tzinfo=UTC)
+    at = re.sub(r"(\.\d{6})\d+", r"\1", re.sub(r"\[[^]]*\]$", "", at).replace("Z", "+00:00"))
+    try:
+        moment = datetime.fromisoformat(at)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def search_history(neo4j: Neo4jResource, tenant: str, text: str) -> dict[str, list[str]]:
