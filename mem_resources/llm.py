@@ -84,6 +84,22 @@ def _maybe_format_refused(exc: openai.APIStatusError) -> bool:
     return exc.status_code >= 400 and exc.status_code not in _NOT_ABOUT_FORMAT
 
 
+#: String bounds a grammar-constrained server (llama.cpp) unrolls into one rule per character: a
+#: 2,000-character limit fails its grammar parser and took llama-cpp-python's server down with it.
+#: The answer is validated against the full model anyway, and ``max_tokens`` bounds its length.
+_UNROLLED_BOUNDS = frozenset({"maxLength", "minLength"})
+
+
+def answer_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """``schema``'s JSON schema as sent to the server: without string length bounds."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {key: strip(value) for key, value in node.items() if key not in _UNROLLED_BOUNDS}
+        return [strip(item) for item in node] if isinstance(node, list) else node
+
+    return strip(schema.model_json_schema())
+
+
 class OpenAIChatResource(ConfigurableResource):
     """Chat completions with a per-request timeout, the SDK's backoff retries on 408/429/5xx and
     lost connections (``max_retries``), and answers bounded by ``max_tokens``.
@@ -123,16 +139,16 @@ class OpenAIChatResource(ConfigurableResource):
         return list(_FORMATS[_FORMATS.index(start):])
 
     @staticmethod
-    def _format_body(name: str, schema: type[BaseModel]) -> dict[str, Any] | None:
+    def _format_body(name: str, schema: type[BaseModel], sent: dict[str, Any] | None) -> dict[str, Any] | None:
         if name == "json_schema":
             return {"type": "json_schema", "json_schema": {
-                "name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}}
+                "name": schema.__name__, "schema": sent or answer_schema(schema), "strict": False}}
         if name == "json_object":
-            return {"type": "json_object", "schema": schema.model_json_schema()}
+            return {"type": "json_object", "schema": sent or answer_schema(schema)}
         return None
 
     def _create(self, client: OpenAI, messages: list[dict[str, str]], schema: type[BaseModel],
-                usage: ChatUsage) -> str:
+                usage: ChatUsage, sent: dict[str, Any] | None = None) -> str:
         """One completion's text. A 4xx/5xx that may be a refused response format is sent again
         with the next weaker format; the format that answered is kept for later calls. When every
         format fails, the first failure is reported and nothing is remembered (a server that
@@ -142,7 +158,7 @@ class OpenAIChatResource(ConfigurableResource):
         formats = self._formats()
         first: CallFailed | None = None
         for position, name in enumerate(formats):
-            response_format = self._format_body(name, schema)
+            response_format = self._format_body(name, schema, sent)
             extra = {"response_format": response_format} if response_format else {}
             usage.calls += 1
             try:
@@ -174,16 +190,19 @@ class OpenAIChatResource(ConfigurableResource):
 
     def ask_json(self, system: str, user: str, schema: type[T], client: OpenAI | None = None,
                  context: dict[str, Any] | None = None,
-                 deadline: float | None = None) -> tuple[T | None, ChatUsage]:
+                 deadline: float | None = None,
+                 sent_schema: dict[str, Any] | None = None) -> tuple[T | None, ChatUsage]:
         """Ask once; an answer that cannot be read or fails ``schema`` (validated with
-        ``context``) is asked for once more, unless ``deadline`` (time.monotonic) has passed."""
+        ``context``) is asked for once more, unless ``deadline`` (time.monotonic) has passed.
+        ``sent_schema``: the JSON schema to send instead of ``schema``'s, e.g. one fitted to this
+        request (a grammar-constrained server then cannot answer in another shape)."""
         usage = ChatUsage()
         client = client or self.client()
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         for attempt in (1, 2):
             content = ""
             try:
-                content = self._create(client, messages, schema, usage)
+                content = self._create(client, messages, schema, usage, sent_schema)
                 try:
                     return schema.model_validate(extract_json(content), context=context), usage
                 except UnparsableAnswer as exc:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mem_assets.dedup.llm_judge_prompt import GroupVerdict, JudgeRequest, MemoryRef
+from mem_assets.dedup.llm_judge_prompt import GroupVerdict, JudgeRequest, MemoryRef, verdict_schema
 from mem_assets.dedup.pair_judge import OpenAIJudge
 from mem_assets.reorg.summarizers import LLMSummarizer, TopicSummary
 from mem_assets.resources import build_chat
-from mem_resources.llm import OpenAIChatResource
+from mem_resources.llm import OpenAIChatResource, answer_schema
 from mem_resources.settings import Settings
 from tests.support.fake_openai import chat_answer, fake_openai_server
 
@@ -57,7 +57,7 @@ def test_a_500_on_json_schema_falls_back_to_json_object_with_the_schema_and_is_r
     assert [[j.label for j in judged] for judged in results] == [["contradictory", "independent"]] * 2
     assert not any(j.failed for judged in results for j in judged)
     assert [_format(b) for b in bodies] == ["json_schema", "json_object", "json_object"]
-    assert bodies[1]["response_format"]["schema"] == GroupVerdict.model_json_schema()
+    assert bodies[1]["response_format"]["schema"] == verdict_schema(2)  # exactly one verdict per candidate
     assert all(b["max_tokens"] == 300 for b in bodies)
     assert (usage.calls, usage.failures, usage.unparsable) == (3, 0, 0)
 
@@ -86,7 +86,7 @@ def test_a_configured_json_object_starts_there_with_the_schema():
             ["The user has two cats.", "The user walks the dog."], TopicSummary(key="pets", value="pets"), "en")
         [body] = server.chat_calls()
     assert summary is not None and summary.key == "Pets"
-    assert body["response_format"] == {"type": "json_object", "schema": TopicSummary.model_json_schema()}
+    assert body["response_format"] == {"type": "json_object", "schema": answer_schema(TopicSummary)}
     assert body["max_tokens"] == 1024 and usage.calls == 1
 
 

@@ -293,12 +293,13 @@ def _model_obeying_memory_texts(fused: str):
 @pytest.mark.parametrize("fused", ["The user hates all animals.", "The user hates cats."],
                          ids=["invented fusion", "fusion that drops the dogs"])
 def test_an_llm_told_to_answer_redundant_cannot_make_memtend_forget(neo4j, instance, tenant, fused):
+    """The merge guard alone (the offline veto, which also stops this pair, is off here)."""
     write_items(neo4j, tenant, [HATES_CATS, OWNS_DOGS])
     with fake_openai_server() as server:
         server.chat = _model_obeying_memory_texts(fused)
-        result = run_dedup(neo4j, tenant, instance, judge=_judge(server.base_url))
+        result = run_dedup(neo4j, tenant, instance, judge=_judge(server.base_url, offline_veto=False))
         bodies = server.chat_calls()
-        again = run_dedup(neo4j, tenant, instance, judge=_judge(server.base_url))
+        again = run_dedup(neo4j, tenant, instance, judge=_judge(server.base_url, offline_veto=False))
         calls_again = len(server.chat_calls()) - len(bodies)
 
     judged = result.output_for_node("relation_judgments")
@@ -313,6 +314,20 @@ def test_an_llm_told_to_answer_redundant_cannot_make_memtend_forget(neo4j, insta
     assert not any(fused == n["memory"] for n in graph)
     assert all("dedup_checked_at" in n for n in graph)  # decided: a rerun asks nothing
     assert calls_again == 0 and metadata(again, "merged_nodes")["merges"] == 0
+
+
+def test_the_offline_evidence_vetoes_what_the_model_calls_related_but_is_clearly_not(neo4j, instance, tenant):
+    write_items(neo4j, tenant, [HATES_CATS, OWNS_DOGS])
+    with fake_openai_server() as server:
+        server.chat = _model_obeying_memory_texts("The user hates cats.")
+        result = run_dedup(neo4j, tenant, instance, judge=_judge(server.base_url))
+        bodies = server.chat_calls()
+    [judged] = result.output_for_node("relation_judgments").to_dict("records")
+    assert judged["label"] == "independent" and judged["reason"].startswith("the model said redundant")
+    assert "clearly independent" in judged["reason"]
+    assert len(bodies) == 1 and metadata(result, "merged_nodes")["resolver_calls"] == 0
+    assert sorted(n["memory"] for n in nodes(neo4j, tenant).values()
+                  if n["status"] == "activated" and n["memory_type"] != "WorkingMemory") == sorted([HATES_CATS, OWNS_DOGS])
 
 
 def test_a_hung_model_leaves_the_rest_for_the_next_run_and_warns(neo4j, instance, tenant):

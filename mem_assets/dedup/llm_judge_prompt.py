@@ -96,6 +96,19 @@ class CandidateVerdict(BaseModel):
         return label
 
 
+def verdict_schema(candidates: int) -> dict[str, Any]:
+    """The answer's JSON schema for a request with ``candidates`` candidates, as sent to the server:
+    exactly one verdict per candidate, in candidate order (so no ids), reason first. A
+    grammar-constrained server (llama.cpp) can then only answer in a shape ``GroupVerdict`` reads."""
+    verdict = {"type": "object", "properties": {
+        "reason": {"type": "string"},
+        "relation": {"type": "string", "enum": ["redundant", "contradictory", "independent"]}},
+        "required": ["reason", "relation"], "additionalProperties": False}
+    return {"type": "object", "properties": {"judgments": {
+        "type": "array", "items": verdict, "minItems": candidates, "maxItems": candidates}},
+        "required": ["judgments"], "additionalProperties": False}
+
+
 class GroupVerdict(BaseModel):
     """The answer for one request; validated with ``context={"candidates": n}``: one verdict per
     candidate id 1..n (ids may be left out when the verdicts come in candidate order)."""

@@ -33,6 +33,7 @@ from mem_assets.dedup.llm_judge_prompt import (
     Reconciliation,
     fuse_message,
     judge_message,
+    verdict_schema,
 )
 from mem_assets.dedup.merging import carries, carrying_source, informativeness
 from mem_assets.dedup.relations import Label, ModelKind
@@ -235,10 +236,20 @@ class OpenAIJudge(JudgeResource):
     chat: OpenAIChatResource
     max_concurrency: int = 4
     deadline_s: float = Field(default=900.0, gt=0, description="Seconds of judging per run.")
+    offline_veto: bool = True
+    """The model's "redundant" or "contradictory" is not applied to a pair the offline gate model
+    (``offline_judge_model.gate``, static word vectors, no e5) calls clearly independent: the
+    model's word alone does not merge or supersede what the offline evidence says is unrelated."""
+
+    def _gate(self) -> Gate | None:
+        from mem_assets.dedup import offline_judge_model as judge_model
+
+        return judge_model.gate() if self.offline_veto else None
 
     @property
     def fingerprint(self) -> str:
-        return f"openai:{self.chat.model}:v2"
+        gate = self._gate()
+        return f"openai:{self.chat.model}:v2" + (f"+veto:{gate.fingerprint}" if gate else "")
 
     def run_deadline_s(self) -> float | None:
         return self.deadline_s
@@ -255,7 +266,7 @@ class OpenAIJudge(JudgeResource):
                                  deferred=True)] * count, ChatUsage(deferred=1)
             verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
                                                 client=client, context={"candidates": count},
-                                                deadline=deadline)
+                                                deadline=deadline, sent_schema=verdict_schema(count))
             if verdict is None:
                 kinds = ", ".join(sorted(usage.failure_kinds)) or "no valid answer"
                 log.warning("Judge failed on %.60r with %d candidates (%s): counted as "
@@ -274,7 +285,28 @@ class OpenAIJudge(JudgeResource):
         usage = ChatUsage()
         for _, call_usage in results:
             usage.add(call_usage)
-        return [judgments for judgments, _ in results], usage
+        return self._vetoed(requests, [judgments for judgments, _ in results]), usage
+
+    def _vetoed(self, requests: Sequence[JudgeRequest], judged: list[list[Judgment]]) -> list[list[Judgment]]:
+        """``judged`` with each redundant or contradictory verdict on a pair the offline gate calls
+        clearly independent turned independent (``gated``, the model's word kept in the reason)."""
+        gate = self._gate()
+        spots = [(r, c) for r, judgments in enumerate(judged) for c, j in enumerate(judgments)
+                 if j.label != "independent" and not j.failed]
+        if gate is None or not spots:
+            return judged
+        from mem_assets.dedup import offline_judge_model as judge_model
+
+        pairs = [requests[r].pairs()[c] for r, c in spots]
+        cheap = judge_model.featurizer(False).cheap([*pairs, *((b, a) for a, b in pairs)])
+        probabilities = gate.model.pair_probabilities(cheap[:len(pairs)], cheap[len(pairs):])
+        out = [list(judgments) for judgments in judged]
+        for (r, c), row, closed in zip(spots, probabilities, gate.closed(probabilities), strict=True):
+            if closed:
+                said = out[r][c]
+                out[r][c] = Judgment("independent", f"the model said {said.label} ({said.reason}), "
+                                                    f"overruled: {gate.reason(row)}", gated=True)
+        return out
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         """(older, newer) pairs, one call per distinct newer text with all its older ones."""
