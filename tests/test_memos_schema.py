@@ -1,0 +1,175 @@
+"""memtend tending a MemOS 2.x graph in place, on the real Neo4j: nodes written as MemOS's graph
+store writes them are deduplicated and reorganized under MemOS's label, ids and fields, with
+the same guarantees as in memtend's own schema (lineage, idempotent reruns, nothing lost, no
+cross-tenant edge, the asset checks) and without touching what MemOS owns."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
+from mem_assets.dedup.checks import dedup_checks
+from mem_assets.dedup.pair_judge import OfflineJudge
+from mem_assets.dedup.sensors import build_dedup_sensor
+from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, OWN_VECTOR_PROPERTY, GraphDialect, GraphSchema
+from mem_resources.neo4j_resource import Neo4jResource
+from tests.support.memos_graph import (
+    EMBEDDER,
+    MEMOS_FIELDS,
+    memos_edges,
+    memos_nodes,
+    memos_resource,
+    other_labels,
+    write_memos_nodes,
+)
+from tests.support.reorg_graph import run_reorg
+from tests.support.topic_corpus import topic_memories
+
+DEDUP = [dedup_candidates, relation_judgments, merged_nodes]
+#: What a resolution may change on a node MemOS wrote (archive it, or let it win a conflict).
+RESOLUTION_FIELDS = {"status", "evolve_to", "version"}
+CATS = ["The user has two cats, Luna and Milo.", "The user has two cats named Luna and Milo."]
+HOME = ["The user lives in Berlin.", "The user now lives in Paris."]
+#: Enough memories on two themes for topics to form.
+TOPICAL = [text for topic, text in topic_memories(per_topic=12) if topic in {"travel", "cooking"}]
+OTHERS = ["The user plays chess every Sunday.", "The user is allergic to peanuts.",
+          "The user works as a nurse in a hospital.", "The user likes hiking in the Alps.",
+          "The user drinks green tea every morning."]
+
+
+@pytest.fixture
+def memos(neo4j: Neo4jResource) -> Iterator[Neo4jResource]:
+    resource = memos_resource(neo4j)
+    yield resource
+    resource.close()
+
+
+def run_dedup(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    if not instance.has_dynamic_partition("tenants", tenant):
+        instance.add_dynamic_partitions("tenants", [tenant])
+    return dg.materialize([*DEDUP, *dedup_checks], partition_key=tenant, instance=instance,
+                          resources={"neo4j": neo4j, "embedder": EMBEDDER, "judge": OfflineJudge()})
+
+
+def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
+    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey(asset)]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def checks_pass(result: dg.ExecuteInProcessResult) -> bool:
+    evaluations = result.get_asset_check_evaluations()
+    return bool(evaluations) and all(e.passed for e in evaluations)
+
+
+def owned(props: dict[str, Any], skip: set[str] = frozenset()) -> dict[str, Any]:
+    return {k: props.get(k) for k in MEMOS_FIELDS if k not in skip}
+
+
+def test_the_dialect_changes_identifiers_only():
+    memos = GraphDialect(schema_name=GraphSchema.MEMOS)
+    query = ("MATCH (n:MemoryItem {user_name: $tenant}) USING INDEX n:MemoryItem(user_name, id) "
+             "CREATE (m:Node:MemoryItem) SET m.embedding = row.embedding MERGE (t:MemoryItem {id: 1}) "
+             "ON CREATE SET t:Node, t += $props RETURN 'MemoryItem' AS kept")
+    assert memos.cypher(query) == (
+        "MATCH (n:Memory {user_name: $tenant}) USING INDEX n:Memory(user_name, id) "
+        "CREATE (m:Memory) SET m.memtend_embedding = row.embedding MERGE (t:Memory {id: 1}) "
+        "ON CREATE SET t += $props RETURN 'MemoryItem' AS kept")
+    shared = memos.model_copy(update={"shared_embedding": True})
+    assert "m.embedding = row.embedding" in shared.cypher(query)
+    assert GraphDialect().cypher(query) == query
+    assert str(uuid.UUID(memos.node_id("0" * 32))) == memos.node_id("0" * 32)
+
+
+def test_a_memos_graph_is_deduplicated_and_reorganized_in_place(memos, instance, tenant):
+    other = tenant + "_b"
+    a, b = write_memos_nodes(memos, tenant, CATS)
+    older, newer = write_memos_nodes(memos, tenant, HOME, start_minutes=10)
+    rest = write_memos_nodes(memos, tenant, OTHERS, start_minutes=20)
+    write_memos_nodes(memos, tenant, TOPICAL, start_minutes=30)
+    theirs = write_memos_nodes(memos, other, CATS)
+    before = memos_nodes(memos, tenant)
+    theirs_before = memos_nodes(memos, other)
+
+    dedup = run_dedup(memos, tenant, instance)
+
+    assert dedup.success and checks_pass(dedup)
+    assert metadata(dedup, "merged_nodes")["merges"] >= 1
+    graph, rels = memos_nodes(memos, tenant), memos_edges(memos, tenant)
+    assert all(node["labels"] == ["Memory"] for node in graph.values())
+    assert other_labels(memos, tenant) == {"DedupJudgment"}  # memtend's judgment cache, beside MemOS's nodes
+    [merged] = [n for i, n in graph.items() if (a, "MERGED_TO", i) in rels]
+    assert (b, "MERGED_TO", merged["id"]) in rels and str(uuid.UUID(merged["id"])) == merged["id"]
+    assert graph[a]["status"] == graph[b]["status"] == "archived"
+    assert graph[a]["evolve_to"] == [merged["id"]]
+    assert merged["status"] == "activated" and len(merged["embedding"]) == memos.embedding_dimension
+    assert {json.loads(s)["content"] for s in merged["sources"]} == set(CATS)
+    assert {h["archived_memory_id"] for h in json.loads(merged[OWN_HISTORY_PROPERTY])} == {a, b}
+    assert merged["history"] == [] and "data" not in merged and merged["memory_type"] == "LongTermMemory"
+    assert graph[older]["status"] == "archived" and graph[newer]["status"] == "activated"
+    assert (older, "SUPERSEDED_BY", newer) in rels and graph[newer]["version"] == 2
+    assert [h["archived_memory_id"] for h in json.loads(graph[newer][OWN_HISTORY_PROPERTY])] == [older]
+    for node_id, props in before.items():  # MemOS's fields: only what a resolution must change
+        changed = {k for k in MEMOS_FIELDS if graph[node_id].get(k) != props.get(k)}
+        assert changed <= RESOLUTION_FIELDS, (node_id, changed)
+        assert graph[node_id]["embedding"] == props["embedding"]
+    assert all(graph[i]["status"] == "activated" for i in rest)
+    assert memos_nodes(memos, other) == theirs_before  # the other user's identical text: untouched
+    assert {(x, y) for x, _, y in memos_edges(memos, other)} == set()
+    assert all(theirs_before[i]["status"] == "activated" for i in theirs)
+
+    deduplicated = graph
+    reorg = run_reorg(memos, tenant, instance)
+
+    assert reorg.success and checks_pass(reorg)
+    graph, rels = memos_nodes(memos, tenant), memos_edges(memos, tenant)
+    assert all(owned(graph[i]) == owned(props) for i, props in deduplicated.items())
+    topics = {i for i, n in graph.items() if n.get("type") == "topic"}
+    assert topics and all(graph[t]["labels"] == ["Memory"] and str(uuid.UUID(t)) == t for t in topics)
+    parents = {(p, c) for p, r, c in rels if r == "PARENT"}
+    assert parents and all(graph[c]["status"] == "activated" for _, c in parents)
+    assert all(isinstance(graph[t]["sources"], list) and "history" not in graph[t] for t in topics)
+    assert {n["user_name"] for n in graph.values()} == {tenant}
+    assert not [n for n in graph.values() if n.get("reorg_set_aside_nearest") != n.get("reorg_set_aside_nearest")]
+    assert all(graph[i]["status"] in ("activated", "archived") for i in graph)  # nothing deleted
+    assert set(before) <= set(graph)
+
+    state = memos_nodes(memos, tenant), memos_edges(memos, tenant)
+    again = run_dedup(memos, tenant, instance)
+    assert again.success and metadata(again, "relation_judgments")["judge_calls"] == 0
+    assert run_reorg(memos, tenant, instance).success
+    assert (memos_nodes(memos, tenant), memos_edges(memos, tenant)) == state
+
+
+def test_memtend_keeps_its_own_vector_when_memos_embeds_with_another_model(neo4j, instance, tenant):
+    own = memos_resource(neo4j, shared_embedding=False)
+    foreign = np.random.default_rng(3).normal(size=(len(CATS) + 2, 48))  # another model, another size
+    try:
+        ids = write_memos_nodes(own, tenant, [*CATS, *OTHERS[:2]], vectors=foreign)
+        before = memos_nodes(own, tenant)
+        result = run_dedup(own, tenant, instance)
+        assert result.success and checks_pass(result)
+        graph = memos_nodes(own, tenant)
+    finally:
+        own.close()
+    assert all(graph[i]["embedding"] == before[i]["embedding"] for i in ids)
+    assert all(len(graph[i][OWN_VECTOR_PROPERTY]) == neo4j.embedding_dimension for i in ids)
+    [merged] = [n for n in graph.values() if n["id"] not in ids]
+    assert graph[ids[0]]["status"] == graph[ids[1]]["status"] == "archived"
+    assert len(merged[OWN_VECTOR_PROPERTY]) == neo4j.embedding_dimension
+    assert len(merged["embedding"]) == 48  # MemOS's vector of a source: MemOS's search still finds it
+
+
+def test_the_sensor_finds_new_memos_users_and_adds_them_as_partitions(memos, instance, tenant):
+    write_memos_nodes(memos, tenant, OTHERS[:2])
+    sensor = build_dedup_sensor(dg.DefaultSensorStatus.RUNNING)
+    with dg.build_sensor_context(instance=instance, resources={"neo4j": memos}) as context:
+        result = sensor(context)
+    assert tenant in {r.partition_key for r in result.run_requests}
+    assert tenant in {key for req in result.dynamic_partitions_requests for key in req.partition_keys}
