@@ -14,34 +14,28 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
-from mem_assets.dedup.checks import dedup_checks
-from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_assets.dedup.sensors import build_dedup_sensor
 from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, OWN_VECTOR_PROPERTY, GraphDialect, GraphSchema
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.memos_graph import (
-    EMBEDDER,
+    CATS,
+    HOME,
     MEMOS_FIELDS,
+    OTHERS,
+    TOPICAL,
+    checks_pass,
     memos_edges,
     memos_nodes,
     memos_resource,
+    metadata,
     other_labels,
+    run_dedup,
     write_memos_nodes,
 )
 from tests.support.reorg_graph import run_reorg
-from tests.support.topic_corpus import topic_memories
 
-DEDUP = [dedup_candidates, relation_judgments, merged_nodes]
 #: What a resolution may change on a node MemOS wrote (archive it, or let it win a conflict).
 RESOLUTION_FIELDS = {"status", "evolve_to", "version"}
-CATS = ["The user has two cats, Luna and Milo.", "The user has two cats named Luna and Milo."]
-HOME = ["The user lives in Berlin.", "The user now lives in Paris."]
-#: Enough memories on two themes for topics to form.
-TOPICAL = [text for topic, text in topic_memories(per_topic=12) if topic in {"travel", "cooking"}]
-OTHERS = ["The user plays chess every Sunday.", "The user is allergic to peanuts.",
-          "The user works as a nurse in a hospital.", "The user likes hiking in the Alps.",
-          "The user drinks green tea every morning."]
 
 
 @pytest.fixture
@@ -49,23 +43,6 @@ def memos(neo4j: Neo4jResource) -> Iterator[Neo4jResource]:
     resource = memos_resource(neo4j)
     yield resource
     resource.close()
-
-
-def run_dedup(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    if not instance.has_dynamic_partition("tenants", tenant):
-        instance.add_dynamic_partitions("tenants", [tenant])
-    return dg.materialize([*DEDUP, *dedup_checks], partition_key=tenant, instance=instance,
-                          resources={"neo4j": neo4j, "embedder": EMBEDDER, "judge": OfflineJudge()})
-
-
-def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
-    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey(asset)]
-    return {k: v.value for k, v in event.materialization.metadata.items()}
-
-
-def checks_pass(result: dg.ExecuteInProcessResult) -> bool:
-    evaluations = result.get_asset_check_evaluations()
-    return bool(evaluations) and all(e.passed for e in evaluations)
 
 
 def owned(props: dict[str, Any], skip: set[str] = frozenset()) -> dict[str, Any]:

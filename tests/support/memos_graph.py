@@ -1,5 +1,6 @@
 """A MemOS 2.x graph in the test Neo4j: nodes shaped as MemOS's Neo4j graph store writes them
-(``add_nodes_batch``), a memtend resource in MemOS mode, and views of what memtend changed."""
+(``add_nodes_batch``), a memtend resource in MemOS mode, a dedup run with its checks, and views
+of what memtend changed."""
 
 from __future__ import annotations
 
@@ -9,12 +10,25 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import dagster as dg
 import numpy as np
 
+from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
+from mem_assets.dedup.checks import dedup_checks
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.graph_schema_adapter import GraphSchema
 from mem_resources.neo4j_resource import Neo4jResource
+from tests.support.topic_corpus import topic_memories
 
+DEDUP = [dedup_candidates, relation_judgments, merged_nodes]
+CATS = ["The user has two cats, Luna and Milo.", "The user has two cats named Luna and Milo."]
+HOME = ["The user lives in Berlin.", "The user now lives in Paris."]
+#: Enough memories on two themes for topics to form.
+TOPICAL = [text for topic, text in topic_memories(per_topic=12) if topic in {"travel", "cooking"}]
+OTHERS = ["The user plays chess every Sunday.", "The user is allergic to peanuts.",
+          "The user works as a nurse in a hospital.", "The user likes hiking in the Alps.",
+          "The user drinks green tea every morning."]
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 EMBEDDER = WordLlamaEmbedder()
 #: What MemOS's graph store owns on a node; memtend may change only ``status``, ``evolve_to`` and
@@ -83,3 +97,20 @@ def memos_edges(neo4j: Neo4jResource, user: str) -> set[tuple[str, str, str]]:
         result = session.run("MATCH (a {user_name: $u})-[r]-(b) RETURN a.id AS a, type(r) AS r, b.id AS b, "
                              "startNode(r) = a AS out", u=user)
         return {(r["a"], r["r"], r["b"]) if r["out"] else (r["b"], r["r"], r["a"]) for r in result}
+
+
+def run_dedup(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    if not instance.has_dynamic_partition("tenants", tenant):
+        instance.add_dynamic_partitions("tenants", [tenant])
+    return dg.materialize([*DEDUP, *dedup_checks], partition_key=tenant, instance=instance,
+                          resources={"neo4j": neo4j, "embedder": EMBEDDER, "judge": OfflineJudge()})
+
+
+def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
+    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey(asset)]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def checks_pass(result: dg.ExecuteInProcessResult) -> bool:
+    evaluations = result.get_asset_check_evaluations()
+    return bool(evaluations) and all(e.passed for e in evaluations)
