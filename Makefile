@@ -10,7 +10,8 @@ export DAGSTER_HOME ?= $(CURDIR)/dagster_home
 PORT ?= 3000
 HOST ?= 127.0.0.1
 
-.PHONY: setup postgresql lock neo4j-up neo4j-down neo4j-status postgres-up postgres-down demo test ui bench
+.PHONY: setup postgresql lock neo4j-up neo4j-down neo4j-status postgres-up postgres-down demo test ui bench \
+	memos-venv memos-test
 
 setup: $(VENV)/.installed postgresql
 
@@ -92,6 +93,22 @@ test: setup
 	rc=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" || rc=$$?; \
 	[ $$rc -ne 0 ] || $(PY) -m pytest -m serial || rc=$$?; \
 	[ $$own -eq 0 ] || $(PY) -m mem_resources.local_servers.neo4j down >/dev/null; exit $$rc
+
+# MemOS 2.x (registry package MemoryOS, import `memos`) in its own environment, never a memtend
+# dependency: the client of tests/test_memos_client.py, which `make test` skips while it is absent.
+# MemOS's Neo4j graph store needs the driver added.
+MEMOS_VENV := .memos-venv
+MEMOS_VERSION ?= 2.0.33
+$(MEMOS_VENV)/.installed:
+	$(PYTHON_BOOT) -m venv $(MEMOS_VENV)
+	$(MEMOS_VENV)/bin/python -m pip install --quiet 'MemoryOS==$(MEMOS_VERSION)' 'neo4j>=5.28,<7'
+	touch $@
+
+memos-venv: $(MEMOS_VENV)/.installed
+
+# memtend tending a MemOS graph in place, MemOS itself writing and reading it (README: MemOS).
+memos-test: setup memos-venv
+	$(PY) -m pytest -p no:cacheprovider tests/test_memos_client.py tests/test_memos_schema.py
 
 ui: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \

@@ -46,14 +46,15 @@ _STATEMENTS = {
     "memory_type": "CREATE INDEX memory_type IF NOT EXISTS FOR (m:MemoryItem) ON (m.memory_type)",
     "memory_payload_hash": ("CREATE INDEX memory_payload_hash IF NOT EXISTS "
                             "FOR (m:MemoryItem) ON (m.user_name, m.payload_hash)"),
+    # MemOS's label is a backup key label in either schema (lifecycle pages it by (tenant, id)).
+    "memtend_memory_tenant_id": (f"CREATE INDEX memtend_memory_tenant_id IF NOT EXISTS "
+                                 f"FOR (m:{MEMOS_LABEL}) ON (m.user_name, m.id)"),
 }
 
 #: What memtend adds to a MemOS graph: range indexes on MemOS's ``Memory`` label for the
-#: (tenant, id) seeks and status filters of its queries. Indexes, not constraints: they never
+#: status filters of its queries (the (tenant, id) one is in ``_STATEMENTS``). Indexes, not constraints: they never
 #: refuse a write MemOS makes.
 _MEMOS_STATEMENTS = {
-    "memtend_memory_tenant_id": (f"CREATE INDEX memtend_memory_tenant_id IF NOT EXISTS "
-                                 f"FOR (m:{MEMOS_LABEL}) ON (m.user_name, m.id)"),
     "memtend_memory_tenant_status": (f"CREATE INDEX memtend_memory_tenant_status IF NOT EXISTS "
                                      f"FOR (m:{MEMOS_LABEL}) ON (m.user_name, m.status)"),
     "memtend_memory_tenant_type_status": (f"CREATE INDEX memtend_memory_tenant_type_status IF NOT EXISTS "

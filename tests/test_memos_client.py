@@ -9,6 +9,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,12 +45,13 @@ def memos(neo4j: Neo4jResource) -> Iterator[Neo4jResource]:
     resource.close()
 
 
-def memos_client(neo4j: Neo4jResource, command: str, users: dict[str, Any]) -> dict[str, Any]:
-    """One call of MemOS's own code, in its own environment."""
+def memos_client(neo4j: Neo4jResource, command: str, users: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """One call of MemOS's own code, in its own environment (run in ``workdir``: MemOS writes its
+    log folder where it runs)."""
     request = {"uri": neo4j.uri, "user": neo4j.user, "password": neo4j.password, "database": neo4j.database,
                "dimension": neo4j.embedding_dimension, "users": users}
     done = subprocess.run([str(MEMOS_PYTHON), str(CLIENT), command], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT, check=False)
+                          capture_output=True, text=True, timeout=600, cwd=workdir, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -61,10 +63,11 @@ def memories(texts: list[str]) -> list[dict[str, Any]]:
              "at": (T0 + timedelta(minutes=i)).isoformat()} for i, (text, vector) in enumerate(zip(texts, vectors))]
 
 
-def test_memos_reads_back_what_memtend_tended(memos, instance, tenant):
+def test_memos_reads_back_what_memtend_tended(memos, instance, tenant, tmp_path):
     other = tenant + "_b"
     mine = [CATS[0], CATS[1], CATS[0], *HOME, *OTHERS, *TOPICAL]  # a repeat, an exact repeat, a contradiction
-    written = memos_client(memos, "write", {tenant: memories(mine), other: memories([CATS[0], OTHERS[0]])})
+    written = memos_client(memos, "write", {tenant: memories(mine), other: memories([CATS[0], OTHERS[0]])},
+                           tmp_path)
     assert written["problems"] == []
     ids, theirs = written["ids"][tenant], written["ids"][other]
     assert len(ids) == len(mine) and len(theirs) == 2
@@ -83,7 +86,7 @@ def test_memos_reads_back_what_memtend_tended(memos, instance, tenant):
     query = EMBEDDER.embed([CATS[1]])[0].astype(float).tolist()
     seen = memos_client(memos, "read", {
         tenant: {"ids": sorted(graph), "query": query, "top_k": 5},
-        other: {"ids": [*theirs, *ids, fused], "query": query, "top_k": 5}})
+        other: {"ids": [*theirs, *ids, fused], "query": query, "top_k": 5}}, tmp_path)
 
     assert seen["problems"] == []
     mine_seen, theirs_seen = seen[tenant], seen[other]

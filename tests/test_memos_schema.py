@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from mem_assets.dedup.sensors import build_dedup_sensor
+from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, OWN_VECTOR_PROPERTY, GraphDialect, GraphSchema
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.memos_graph import (
@@ -150,3 +151,19 @@ def test_the_sensor_finds_new_memos_users_and_adds_them_as_partitions(memos, ins
         result = sensor(context)
     assert tenant in {r.partition_key for r in result.run_requests}
     assert tenant in {key for req in result.dynamic_partitions_requests for key in req.partition_keys}
+
+
+def test_a_tended_memos_graph_goes_back_to_its_backup(memos, instance, tenant, tmp_path):
+    """The way back: a backup before tending; `drop` (which backs the tended state up first) and
+    `restore` of the earlier backup give MemOS its graph back exactly."""
+    write_memos_nodes(memos, tenant, [*CATS, *OTHERS[:2]])
+    before = memos_nodes(memos, tenant), memos_edges(memos, tenant)
+    untended = backup_tenant(memos, tmp_path, tenant, keep_last=3).manifest.backup_id
+
+    assert run_dedup(memos, tenant, instance).success
+    assert memos_edges(memos, tenant) != before[1]
+    drop_tenant(memos, tmp_path, tenant, keep_last=3)
+    restore_tenant(memos, tmp_path, tenant, backup_id=untended)
+
+    assert (memos_nodes(memos, tenant), memos_edges(memos, tenant)) == before
+    assert other_labels(memos, tenant) == set()
