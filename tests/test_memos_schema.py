@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from mem_assets.dedup.sensors import build_dedup_sensor
+from mem_assets.ingest.assets import memory_items
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, OWN_VECTOR_PROPERTY, GraphDialect, GraphSchema
 from mem_resources.neo4j_resource import Neo4jResource
@@ -23,6 +24,7 @@ from tests.support.memos_graph import (
     HOME,
     MEMOS_FIELDS,
     OTHERS,
+    T0,
     TOPICAL,
     checks_pass,
     memos_edges,
@@ -33,6 +35,7 @@ from tests.support.memos_graph import (
     run_dedup,
     write_memos_nodes,
 )
+from tests.support.pipeline import base_resources, materialize_partition, write_inbox_file
 from tests.support.reorg_graph import run_reorg
 
 #: What a resolution may change on a node MemOS wrote (archive it, or let it win a conflict).
@@ -167,3 +170,20 @@ def test_a_tended_memos_graph_goes_back_to_its_backup(memos, instance, tenant, t
 
     assert (memos_nodes(memos, tenant), memos_edges(memos, tenant)) == before
     assert other_labels(memos, tenant) == set()
+
+
+def test_memtends_own_inbox_writes_memos_shaped_nodes(memos, instance, tenant, tmp_path):
+    """A MemOS deployment may still feed memtend's inbox: the nodes it writes are MemOS's."""
+    inbox, quarantine = tmp_path / "inbox", tmp_path / "quarantine"
+    write_inbox_file(inbox, tenant, "a.jsonl", [
+        {"memory": text, "created_at": T0.isoformat(), "sources": [{"role": "user", "content": text}]}
+        for text in OTHERS[:2]])
+    assert materialize_partition([memory_items], tenant, instance,
+                                 base_resources(memos, inbox, quarantine)).success
+
+    graph = memos_nodes(memos, tenant)
+    assert sorted(n["memory_type"] for n in graph.values()) == ["LongTermMemory"] * 2 + ["WorkingMemory"] * 2
+    for node in graph.values():
+        assert node["labels"] == ["Memory"] and str(uuid.UUID(node["id"])) == node["id"]
+        assert [json.loads(s)["content"] for s in node["sources"]] == [node["memory"]]
+        assert "history" not in node and "data" not in node and node["working_binding"] in graph
