@@ -75,6 +75,9 @@ def test_a_memos_graph_is_deduplicated_and_reorganized_in_place(memos, instance,
     rest = write_memos_nodes(memos, tenant, OTHERS, start_minutes=20)
     write_memos_nodes(memos, tenant, TOPICAL, start_minutes=30)
     theirs = write_memos_nodes(memos, other, CATS)
+    with memos.driver.session(database=memos.database) as session:  # as MemOS's add_edge links them
+        session.run("MATCH (a:Memory {id: $a}), (b:Memory {id: $b}) MERGE (a)-[:RELATE_TO]->(b)",
+                    a=a, b=rest[0]).consume()
     before = memos_nodes(memos, tenant)
     theirs_before = memos_nodes(memos, other)
 
@@ -89,6 +92,7 @@ def test_a_memos_graph_is_deduplicated_and_reorganized_in_place(memos, instance,
     assert (b, "MERGED_TO", merged["id"]) in rels and str(uuid.UUID(merged["id"])) == merged["id"]
     assert graph[a]["status"] == graph[b]["status"] == "archived"
     assert graph[a]["evolve_to"] == [merged["id"]]
+    assert (merged["id"], "RELATE_TO", rest[0]) in rels and not [r for r in rels if r[0] == a and r[1] != "MERGED_TO"]
     assert merged["status"] == "activated" and len(merged["embedding"]) == memos.embedding_dimension
     assert {json.loads(s)["content"] for s in merged["sources"]} == set(CATS)
     assert {h["archived_memory_id"] for h in json.loads(merged[OWN_HISTORY_PROPERTY])} == {a, b}
