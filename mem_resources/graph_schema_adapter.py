@@ -5,7 +5,8 @@ Every query in the domains is written once, against the seed-002 label. The dial
 deployment turns the few identifiers that differ (the memory label, memtend's own vector
 property) into MemOS's at the session boundary (:class:`DialectSession`): labels cannot be query
 parameters, so they come from this module's fixed table and never from input; values stay
-parameters. Property *values* that differ (``sources``, ``history``, ids) are written by the
+parameters. memtend's JSON lineage ``history`` becomes its own ``memtend_history`` there: MemOS
+parses its ``history`` as a list of objects, which a Neo4j property cannot hold. Property *values* that differ (``sources``, ``history``, ids) are written by the
 codec in :mod:`mem_resources.memory_model`, told the dialect by its caller.
 """
 
@@ -38,6 +39,8 @@ _SEED_LABEL = re.compile(r"(?<=:)MemoryItem\b")
 _ADD_NODE_LABEL = re.compile(r"\bSET (\w+):Node, ")
 #: A node's ``embedding``; ``row.embedding`` is a value sent with the query, not a property.
 _EMBEDDING = re.compile(r"(?<!\brow)\.embedding\b")
+#: A node's lineage ``history`` (a JSON string in seed 002): memtend's own property on MemOS's.
+_HISTORY = re.compile(r"(?<!\brow)\.history\b")
 
 
 class GraphSchema(StrEnum):
@@ -85,6 +88,7 @@ class GraphDialect(BaseModel):
         query = _SEED_NODE_LABELS.sub(":" + MEMOS_LABEL, query)
         query = _ADD_NODE_LABEL.sub(r"SET ", query)
         query = _SEED_LABEL.sub(MEMOS_LABEL, query)
+        query = _HISTORY.sub("." + OWN_HISTORY_PROPERTY, query)
         if not self.shared_embedding:
             query = _EMBEDDING.sub("." + OWN_VECTOR_PROPERTY, query)
         return query

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from mem_assets.dedup.sensors import build_dedup_sensor
+from mem_assets.dedup.undo import undo
 from mem_assets.ingest.assets import memory_items
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
 from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, OWN_VECTOR_PROPERTY, GraphDialect, GraphSchema
@@ -191,3 +192,25 @@ def test_memtends_own_inbox_writes_memos_shaped_nodes(memos, instance, tenant, t
         assert node["labels"] == ["Memory"] and str(uuid.UUID(node["id"])) == node["id"]
         assert [json.loads(s)["content"] for s in node["sources"]] == [node["memory"]]
         assert "history" not in node and "data" not in node and node["working_binding"] in graph
+
+
+def test_undo_of_a_run_gives_memos_its_nodes_back(memos, instance, tenant):
+    """memtend's undo works on a MemOS graph: every MemOS field of every node as before the run;
+    the fused memory stays, archived as undone (never deleted), out of MemOS's activated reads."""
+    cats = write_memos_nodes(memos, tenant, CATS)
+    older, newer = write_memos_nodes(memos, tenant, HOME, start_minutes=10)
+    before = memos_nodes(memos, tenant)
+    result = run_dedup(memos, tenant, instance)
+    assert result.success and metadata(result, "merged_nodes")["supersedes"] == 1
+    assert memos_nodes(memos, tenant)[older]["status"] == "archived"
+
+    report = undo(memos, tenant, run_id=result.run_id)
+
+    assert sorted(r["kind"] for r in report.undone) == ["merge", "supersede"]
+    after = memos_nodes(memos, tenant)
+    assert {i: owned(after[i]) for i in before} == {i: owned(n) for i, n in before.items()}
+    [fused] = set(after) - set(before)
+    assert after[fused]["status"] == "archived" and after[fused]["archived_reason"] == "undone"
+    assert OWN_HISTORY_PROPERTY not in after[newer] and after[newer]["history"] == []
+    assert not [r for r in memos_edges(memos, tenant) if r[1] in ("MERGED_TO", "SUPERSEDED_BY")]
+    assert all(after[i]["status"] == "activated" for i in [*cats, older, newer])

@@ -17,6 +17,7 @@ from neo4j import ManagedTransaction
 
 from mem_resources.constraints import TENANT_SCOPED_LABELS, VECTOR_INDEX
 from mem_resources.embedder import stored_vector_key
+from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY
 from mem_resources.memory_queries import Bulk, by_id, live_memory, memory_text
 
 WORKING = "WorkingMemory"
@@ -41,8 +42,12 @@ def _instant(value: Any) -> Any:
 
 
 def _properties(pairs: list[list[Any]]) -> dict[str, Any]:
-    """The pairs of ``_PROPS`` as a dict."""
-    return {key: _instant(value) for key, value in pairs}
+    """The pairs of ``_PROPS`` as a dict; on a MemOS node (whose own ``history`` is a list),
+    memtend's lineage history as ``history``, None while it has none."""
+    props = {key: _instant(value) for key, value in pairs}
+    if OWN_HISTORY_PROPERTY in props or isinstance(props.get("history"), list):
+        props["history"] = props.pop(OWN_HISTORY_PROPERTY, None)
+    return props
 
 
 _TEXT = memory_text("n")
