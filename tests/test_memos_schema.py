@@ -14,14 +14,18 @@ import dagster as dg
 import numpy as np
 import pytest
 
+from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_assets.dedup.sensors import build_dedup_sensor
 from mem_assets.dedup.undo import undo
 from mem_assets.ingest.assets import memory_items
 from mem_assets.lifecycle.operations import backup_tenant, drop_tenant, restore_tenant
+from mem_assets.planning import plan_tenant
+from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, OWN_VECTOR_PROPERTY, GraphDialect, GraphSchema
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.memos_graph import (
     CATS,
+    EMBEDDER,
     HOME,
     MEMOS_FIELDS,
     OTHERS,
@@ -88,7 +92,8 @@ def test_a_memos_graph_is_deduplicated_and_reorganized_in_place(memos, instance,
     assert metadata(dedup, "merged_nodes")["merges"] >= 1
     graph, rels = memos_nodes(memos, tenant), memos_edges(memos, tenant)
     assert all(node["labels"] == ["Memory"] for node in graph.values())
-    assert other_labels(memos, tenant) == {"DedupJudgment"}  # memtend's judgment cache, beside MemOS's nodes
+    # memtend's judgment cache, resolution records and review queue: beside MemOS's nodes
+    assert other_labels(memos, tenant) <= {"DedupJudgment", "DedupResolution", "DedupReview"}
     [merged] = [n for i, n in graph.items() if (a, "MERGED_TO", i) in rels]
     assert (b, "MERGED_TO", merged["id"]) in rels and str(uuid.UUID(merged["id"])) == merged["id"]
     assert graph[a]["status"] == graph[b]["status"] == "archived"
@@ -214,3 +219,15 @@ def test_undo_of_a_run_gives_memos_its_nodes_back(memos, instance, tenant):
     assert OWN_HISTORY_PROPERTY not in after[newer] and after[newer]["history"] == []
     assert not [r for r in memos_edges(memos, tenant) if r[1] in ("MERGED_TO", "SUPERSEDED_BY")]
     assert all(after[i]["status"] == "activated" for i in [*cats, older, newer])
+
+
+def test_a_plan_of_a_memos_graph_changes_nothing_and_names_memos_ids(memos, tenant):
+    write_memos_nodes(memos, tenant, [*CATS, *HOME])
+    before = memos_nodes(memos, tenant), memos_edges(memos, tenant)
+
+    plan = plan_tenant(memos, tenant, EMBEDDER, OfflineJudge(), TopicVectorsResource())
+
+    assert (plan.counts["merge"], plan.counts["supersede"]) == (1, 1)
+    merged = plan.table[plan.table["kind"] == "merge"]
+    assert all(str(uuid.UUID(i)) == i for i in merged["result"])
+    assert (memos_nodes(memos, tenant), memos_edges(memos, tenant)) == before
