@@ -14,6 +14,7 @@ import dagster as dg
 import numpy as np
 import pytest
 
+from mem_assets.context_graph.assets import graph_schema
 from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_assets.dedup.sensors import build_dedup_sensor
 from mem_assets.dedup.undo import undo
@@ -131,6 +132,8 @@ def test_a_memos_graph_is_deduplicated_and_reorganized_in_place(memos, instance,
     assert all(graph[i]["status"] in ("activated", "archived") for i in graph)  # nothing deleted
     assert set(before) <= set(graph)
 
+    assert checks_pass(schema_check(memos, tenant, instance))  # every node one MemOS reads back
+
     state = memos_nodes(memos, tenant), memos_edges(memos, tenant)
     again = run_dedup(memos, tenant, instance)
     assert again.success and metadata(again, "relation_judgments")["judge_calls"] == 0
@@ -231,3 +234,21 @@ def test_a_plan_of_a_memos_graph_changes_nothing_and_names_memos_ids(memos, tena
     merged = plan.table[plan.table["kind"] == "merge"]
     assert all(str(uuid.UUID(i)) == i for i in merged["result"])
     assert (memos_nodes(memos, tenant), memos_edges(memos, tenant)) == before
+
+
+def schema_check(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    return dg.materialize([graph_schema], partition_key=tenant, instance=instance, resources={"neo4j": neo4j})
+
+
+def test_the_schema_check_fails_on_a_node_memos_cannot_read(memos, instance, tenant):
+    [node] = write_memos_nodes(memos, tenant, OTHERS[:1])
+    with memos.driver.session(database=memos.database) as session:  # as a seed-002 writer would
+        session.run("MATCH (n:Memory {id: $id}) SET n.history = '[]', n.sources = '[]'", id=node).consume()
+    if not instance.has_dynamic_partition("tenants", tenant):
+        instance.add_dynamic_partitions("tenants", [tenant])
+
+    [evaluation] = schema_check(memos, tenant, instance).get_asset_check_evaluations()
+
+    assert not evaluation.passed
+    assert "history is not a list" in evaluation.metadata["differences"].value
+    assert "sources is not a list" in evaluation.metadata["differences"].value
