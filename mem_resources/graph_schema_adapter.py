@@ -1,13 +1,14 @@
 """Which graph schema memtend tends: its own seed-002 one (``:Node:MemoryItem``) or MemOS 2.x's
 (``:Memory``, written by MemOS's Neo4j graph store), chosen per deployment by one setting.
 
-Every query in the domains is written once, against the seed-002 label. The dialect of a MemOS
-deployment turns the few identifiers that differ (the memory label, memtend's own vector
-property) into MemOS's at the session boundary (:class:`DialectSession`): labels cannot be query
-parameters, so they come from this module's fixed table and never from input; values stay
-parameters. memtend's JSON lineage ``history`` becomes its own ``memtend_history`` there: MemOS
-parses its ``history`` as a list of objects, which a Neo4j property cannot hold. Property *values* that differ (``sources``, ``history``, ids) are written by the
-codec in :mod:`mem_resources.memory_model`, told the dialect by its caller.
+Every query in the domains is written once, against the seed-002 label. On a MemOS graph the
+session (:class:`DialectSession`) puts the few identifiers that differ into MemOS's terms: the
+memory label, memtend's own vector property (when it does not share MemOS's ``embedding``) and
+memtend's JSON lineage ``history`` (``memtend_history``: MemOS parses its ``history`` as a list
+of objects, which a Neo4j property cannot hold). Labels cannot be query parameters, so they come
+from this module's fixed table, never from input; values stay parameters. Property *values*
+that differ (``sources``, ids) are written by the codec in :mod:`mem_resources.memory_model`,
+told the dialect by its caller.
 """
 
 from __future__ import annotations

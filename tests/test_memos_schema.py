@@ -63,11 +63,11 @@ def test_the_dialect_changes_identifiers_only():
     memos = GraphDialect(schema_name=GraphSchema.MEMOS)
     query = ("MATCH (n:MemoryItem {user_name: $tenant}) USING INDEX n:MemoryItem(user_name, id) "
              "CREATE (m:Node:MemoryItem) SET m.embedding = row.embedding MERGE (t:MemoryItem {id: 1}) "
-             "ON CREATE SET t:Node, t += $props RETURN 'MemoryItem' AS kept")
+             "ON CREATE SET t:Node, t += $props SET t.history = row.history RETURN 'MemoryItem' AS kept")
     assert memos.cypher(query) == (
         "MATCH (n:Memory {user_name: $tenant}) USING INDEX n:Memory(user_name, id) "
         "CREATE (m:Memory) SET m.memtend_embedding = row.embedding MERGE (t:Memory {id: 1}) "
-        "ON CREATE SET t += $props RETURN 'MemoryItem' AS kept")
+        "ON CREATE SET t += $props SET t.memtend_history = row.history RETURN 'MemoryItem' AS kept")
     shared = memos.model_copy(update={"shared_embedding": True})
     assert "m.embedding = row.embedding" in shared.cypher(query)
     assert GraphDialect().cypher(query) == query
