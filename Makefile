@@ -11,7 +11,7 @@ PORT ?= 3000
 HOST ?= 127.0.0.1
 
 .PHONY: setup postgresql lock neo4j-up neo4j-down neo4j-status postgres-up postgres-down demo test ui bench \
-	llm-server test-llm
+	llm-server test-llm memos-venv memos-test
 
 setup: $(VENV)/.installed postgresql
 
@@ -123,6 +123,22 @@ llm-server: $(LLM_MODEL_FILE)
 # The llm_server tests start their own server from $(LLM_VENV) on a free port.
 test-llm: setup $(LLM_MODEL_FILE)
 	$(PY) -m pytest -p no:cacheprovider -m llm_server tests/test_llm_server.py
+
+# MemOS 2.x (registry package MemoryOS, import `memos`) in its own environment, never a memtend
+# dependency: the client of tests/test_memos_client.py, which `make test` skips while it is absent.
+# MemOS's Neo4j graph store needs the driver added.
+MEMOS_VENV := .memos-venv
+MEMOS_VERSION ?= 2.0.33
+$(MEMOS_VENV)/.installed:
+	$(PYTHON_BOOT) -m venv $(MEMOS_VENV)
+	$(MEMOS_VENV)/bin/python -m pip install --quiet 'MemoryOS==$(MEMOS_VERSION)' 'neo4j>=5.28,<7'
+	touch $@
+
+memos-venv: $(MEMOS_VENV)/.installed
+
+# memtend tending a MemOS graph in place, MemOS itself writing and reading it (README: MemOS).
+memos-test: setup memos-venv
+	$(PY) -m pytest -p no:cacheprovider tests/test_memos_client.py tests/test_memos_schema.py
 
 ui: neo4j-up
 	MEMTEND_INBOX=$${MEMTEND_INBOX:-data/sample/inbox} \

@@ -59,6 +59,8 @@ def build_neo4j(settings: Settings) -> Neo4jResource:
         embedding_dimension=resource.embedding_dimension,
         tenant_lock_ttl_s=resource.tenant_lock_ttl_s,
         tenant_lock_wait_s=resource.tenant_lock_wait_s,
+        graph_schema=resource.graph_schema,
+        memos_shared_embedding=resource.memos_shared_embedding,
     )
 
 

@@ -16,7 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ID_PREFIX = "mem:"
+from mem_resources.graph_schema_adapter import (
+    OWN_HISTORY_PROPERTY,
+    OWN_VECTOR_PROPERTY,
+    SEED_DIALECT,
+    SEED_ID_PREFIX,
+    GraphDialect,
+)
+
+ID_PREFIX = SEED_ID_PREFIX
 #: Joins the parts of a memory's ``arrival`` (ingest stamp, file, line): sortable as a string.
 ARRIVAL_SEPARATOR = "|"
 
@@ -27,6 +35,12 @@ class MemoryType(StrEnum):
     USER = "UserMemory"
     OUTER = "OuterMemory"
     RAW_FILE = "RawFileMemory"
+    # MemOS 2.x's other memory types: tended in MemOS mode like any other type, never mixed.
+    TOOL_SCHEMA = "ToolSchemaMemory"
+    TOOL_TRAJECTORY = "ToolTrajectoryMemory"
+    SKILL = "SkillMemory"
+    PREFERENCE = "PreferenceMemory"
+    CONTEXT = "Context"
 
 
 class MemoryStatus(StrEnum):
@@ -97,34 +111,61 @@ class MemoryItem(BaseModel):
     memory: str
     metadata: MemoryMetadata
 
-    def to_properties(self) -> dict[str, Any]:
-        """Flat Neo4j properties; ``memory`` doubles as seed 002's ``data``/``display``/``name``."""
+    def to_properties(self, dialect: GraphDialect = SEED_DIALECT) -> dict[str, Any]:
+        """Flat Neo4j properties. Seed 002: ``memory`` doubles as ``data``/``display``/``name``,
+        ``sources`` and ``history`` are one JSON string each. MemOS: ``sources`` is a list of JSON
+        strings as MemOS's graph store writes it, lineage history goes to memtend's own property
+        (MemOS parses its ``history`` as a list of objects, which Neo4j cannot hold), and the
+        vector to memtend's own property unless MemOS's embedding is shared."""
         meta = self.metadata
         props = meta.model_dump(mode="python", exclude={"sources", "history", "memory_type", "status"})
-        props.update(
-            id=self.id,
-            memory=self.memory,
-            data=self.memory,
-            display=display_name(self.memory, meta.payload_hash),
-            name=display_name(self.memory, meta.payload_hash),
-            memory_type=meta.memory_type.value,
-            status=meta.status.value,
-            sources=json.dumps([s.model_dump(mode="json", exclude_none=True) for s in meta.sources],
-                               ensure_ascii=False),
-            history=json.dumps([h.model_dump(mode="json") for h in meta.history], ensure_ascii=False),
-        )
+        sources = [s.model_dump(mode="json", exclude_none=True) for s in meta.sources]
+        history = json.dumps([h.model_dump(mode="json") for h in meta.history], ensure_ascii=False)
+        props.update(id=self.id, memory=self.memory, memory_type=meta.memory_type.value,
+                     status=meta.status.value)
+        if not dialect.memos:
+            name = display_name(self.memory, meta.payload_hash)
+            props.update(data=self.memory, display=name, name=name, history=history,
+                         sources=json.dumps(sources, ensure_ascii=False))
+            return props
+        props.update({"sources": [json.dumps(s, ensure_ascii=False) for s in sources],
+                      OWN_HISTORY_PROPERTY: history})
+        if dialect.vector_property == OWN_VECTOR_PROPERTY:
+            props[OWN_VECTOR_PROPERTY] = props.pop("embedding")
         return props
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> MemoryItem:
+        """Either schema's node: sources as one JSON string or as MemOS's list of JSON strings,
+        history from memtend's own property when it has one."""
         meta = {k: v for k, v in props.items() if k in MemoryMetadata.model_fields}
         for key in ("created_at", "updated_at"):
             value = meta.get(key)
             if hasattr(value, "to_native"):
                 meta[key] = value.to_native()
-        meta["sources"] = json.loads(props.get("sources") or "[]")
-        meta["history"] = json.loads(props.get("history") or "[]")
+        meta["sources"] = [s for s in _json_list(props.get("sources")) if isinstance(s, dict)]
+        meta["history"] = _json_list(props.get(OWN_HISTORY_PROPERTY) or props.get("history"))
+        for key in ("tags", "evolve_to"):
+            if meta.get(key) is None:
+                meta.pop(key, None)
+        if meta.get("type") is None:
+            meta.pop("type", None)
         return cls(id=props["id"], memory=props.get("memory") or props.get("data") or "", metadata=meta)
+
+
+def _json_list(value: Any) -> list[Any]:
+    """A JSON-encoded list, or a list of JSON-encoded items (MemOS's batch write encodes each
+    source twice), decoded; None and empty as []."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        value = json.loads(value)
+    items = []
+    for item in value:
+        while isinstance(item, str) and item[:1] in ('{', '"'):
+            item = json.loads(item)
+        items.append(item)
+    return items
 
 
 def normalize_text(text: str) -> str:
@@ -138,8 +179,10 @@ def payload_hash(tenant: str, memory_type: str, text: str) -> str:
     return hashlib.md5(payload.encode("utf-8")).hexdigest()
 
 
-def memory_id(hash_hex: str) -> str:
-    return f"{ID_PREFIX}{hash_hex}"
+def memory_id(hash_hex: str, dialect: GraphDialect = SEED_DIALECT) -> str:
+    """``mem:<hex>`` in seed 002; the UUID of the same digest on a MemOS graph (MemOS's
+    ``TextualMemoryItem`` refuses any other id)."""
+    return dialect.node_id(hash_hex)
 
 
 def display_name(text: str, hash_hex: str) -> str:

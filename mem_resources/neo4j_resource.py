@@ -11,6 +11,7 @@ from neo4j import Driver, GraphDatabase, NotificationDisabledClassification, Ses
 from pydantic import PrivateAttr
 
 from mem_resources import constraints
+from mem_resources.graph_schema_adapter import DialectSession, GraphDialect, GraphSchema
 from mem_resources.local_servers.neo4j import LocalNeo4jSettings, up
 from mem_resources.settings import DEFAULT_DIMENSIONS, DEFAULT_TTL_S, DEFAULT_WAIT_S, Settings
 from mem_resources.tenant_lock import LOCK_HOLDER_TAG, TenantIncomplete, TenantLease, refuse_if_incomplete
@@ -37,6 +38,8 @@ class Neo4jResource(ConfigurableResource):
     embedding_dimension: int = DEFAULT_DIMENSIONS["offline"]
     tenant_lock_ttl_s: float = DEFAULT_TTL_S
     tenant_lock_wait_s: float = DEFAULT_WAIT_S
+    graph_schema: str = GraphSchema.SEED_002.value
+    memos_shared_embedding: bool = False
 
     _driver: Driver | None = PrivateAttr(default=None)
     _lease: TenantLease | None = PrivateAttr(default=None)
@@ -54,7 +57,15 @@ class Neo4jResource(ConfigurableResource):
             embedding_dimension=settings.dimension,
             tenant_lock_ttl_s=settings.tenant_lock_ttl_s,
             tenant_lock_wait_s=settings.tenant_lock_wait_s,
+            graph_schema=settings.graph_schema.value,
+            memos_shared_embedding=settings.memos_shared_embedding,
         )
+
+    @property
+    def dialect(self) -> GraphDialect:
+        """The schema this deployment tends (seed 002, or MemOS's own graph)."""
+        return GraphDialect(schema_name=GraphSchema(self.graph_schema),
+                            shared_embedding=self.memos_shared_embedding)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._driver = None
@@ -97,7 +108,7 @@ class Neo4jResource(ConfigurableResource):
             driver = self._connect()
             try:
                 with driver.session(database=self.database) as session:
-                    constraints.ensure(session, self.embedding_dimension)
+                    constraints.ensure(session, self.embedding_dimension, self.dialect)
             except Exception:
                 driver.close()
                 raise
@@ -106,7 +117,10 @@ class Neo4jResource(ConfigurableResource):
 
     def recreate_vector_index(self) -> bool:
         """Give the vector index this resource's dimension (the migration after switching
-        embedders; ``memtend reembed`` then re-embeds the memories). True when it was rebuilt."""
+        embedders; ``memtend reembed`` then re-embeds the memories). True when it was rebuilt.
+        Never on a MemOS graph: its vector index and ``embedding`` are MemOS's."""
+        if self.dialect.memos:
+            raise RuntimeError("a MemOS graph's vector index belongs to MemOS; memtend does not rebuild it")
         self.close()
         driver = self._connect()
         try:
@@ -122,5 +136,8 @@ class Neo4jResource(ConfigurableResource):
 
     @contextmanager
     def session(self, **kwargs: Any) -> Iterator[Session]:
+        """A session in this deployment's schema: on a MemOS graph, queries written against the
+        seed-002 label are put in MemOS's (:class:`DialectSession`)."""
+        dialect = self.dialect
         with self.driver.session(database=self.database, **kwargs) as session:
-            yield session
+            yield DialectSession(session, dialect) if dialect.memos else session

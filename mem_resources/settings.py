@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mem_resources.graph_schema_adapter import GraphSchema
+
 DEFAULT_BACKUP_DIR = "data/backups"
 DEFAULT_TTL_S = 60.0
 DEFAULT_WAIT_S = 3600.0
@@ -52,6 +54,16 @@ class Settings(BaseSettings):
     local_neo4j_pagecache: str = Field(default="256m", validation_alias=_env("MEMTEND_NEO4J_PAGECACHE"))
     local_neo4j_start_timeout_s: float = Field(default=180.0,
                                                validation_alias=_env("MEMTEND_NEO4J_START_TIMEOUT"))
+
+    graph_schema: GraphSchema = Field(
+        default=GraphSchema.SEED_002, validation_alias=_env("MEMTEND_GRAPH_SCHEMA"),
+        description="seed-002: memtend's own schema (:Node:MemoryItem); memos: tend a MemOS 2.x graph "
+                    "in place (:Memory nodes, user_name tenants, MemOS's fields and edges).")
+    memos_shared_embedding: bool = Field(
+        default=False, validation_alias=_env("MEMTEND_MEMOS_SHARED_EMBEDDING"),
+        description="memos schema: MemOS embeds with the model memtend is configured with, so dedup "
+                    "candidates use MemOS's `embedding` and memory_vector_index (their dimension must "
+                    "match); false: memtend keeps its own vector in `memtend_embedding`.")
 
     models_dir: Path = Field(default=DEFAULT_MODELS_DIR, validation_alias=_env("MEMTEND_MODELS_DIR"))
     """Where ``make setup`` puts the offline judge's bge-small model jars (mem_resources/bge.py)."""
@@ -140,7 +152,7 @@ class Settings(BaseSettings):
         description="in_process: a run's steps share one process (cheap; one tenant's steps run "
                     "one after another anyway); multiprocess: a process per step.")
 
-    @field_validator("embedder", "llm", "offline_judge", "automation", "executor", "llm_response_format",
+    @field_validator("embedder", "llm", "graph_schema", "offline_judge", "automation", "executor", "llm_response_format",
                      mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:

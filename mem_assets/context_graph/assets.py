@@ -3,6 +3,7 @@ import json
 import dagster as dg
 from pydantic import Field
 
+from mem_assets.context_graph import queries
 from mem_assets.context_graph import schema_export as schema_doc
 from mem_assets.context_graph.loading import ingest_context
 from mem_assets.context_graph.resources import ContextProfiles
@@ -69,6 +70,21 @@ def context_graph(context: dg.AssetExecutionContext, config: ContextGraphConfig,
     })
 
 
+def _memos_schema(neo4j: Neo4jResource, tenant: str) -> dg.MaterializeResult:
+    """On a MemOS graph the reference is MemOS's own model: every memory node must be one MemOS
+    reads back (seed 002's reference document does not apply)."""
+    with neo4j.session() as session:
+        unreadable = session.execute_read(queries.memos_unreadable, tenant)
+    table = "\n".join(f"- `{row['id']}`: {', '.join(row['problems'])}" for row in unreadable)
+    return dg.MaterializeResult(
+        metadata={"reference": "MemOS 2.x TextualMemoryItem", "unreadable_by_memos": len(unreadable)},
+        check_results=[dg.AssetCheckResult(
+            check_name=SCHEMA_CHECK, passed=not unreadable, severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"breaking": len(unreadable), "differences": dg.MetadataValue.md(table or "none")},
+        )],
+    )
+
+
 @dg.asset(
     partitions_def=tenant_partitions,
     deps=["memory_items", context_graph, "merged_nodes", "summary_parents"],
@@ -84,6 +100,8 @@ def graph_schema(context: dg.AssetExecutionContext, config: GraphSchemaConfig,
     """The tenant's live graph schema (node types, properties, relationships), diffed against
     the reference so that realtime and offline writers stay compatible."""
     tenant = tenant_of(context)
+    if neo4j.dialect.memos:
+        return _memos_schema(neo4j, tenant)
     document = schema_doc.export_document(neo4j, tenant)
     reference = schema_doc.load_document(config.reference_file or schema_doc.REFERENCE_PATH)
     differences = schema_doc.diff(reference, document)

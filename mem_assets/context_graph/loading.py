@@ -122,11 +122,15 @@ def write_batch(tenant: str, records: list[ParsedRecord], file_name: str, profil
 def ingest_context(tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                    inbox: InboxResource, config: ContextConfig, batch_size: int,
                    working_memory_capacity: int) -> ContextIngestReport:
-    """Ingest every context file of ``tenant`` not yet in the ledger; each is recorded once done."""
+    """Ingest every context file of ``tenant`` not yet in the ledger; each is recorded once done.
+    Refused on a MemOS graph (seed 002's context nodes have no MemOS counterpart)."""
     report = ContextIngestReport()
     profile = config.for_tenant(tenant)
     now = utc_now()
     files, skipped = inbox.scan(tenant, CONTEXT_FOLDER)
+    if files and neo4j.dialect.memos:
+        raise ValueError(f"{len(files)} context file(s) for {tenant!r}: the context graph (characters, "
+                         "conversations, claims) is seed-002 only and has no place in a MemOS graph")
     report.files_skipped = record_skipped(neo4j, inbox, tenant, skipped, now)
 
     def ingest(file: InboxFile) -> dict[str, int]:

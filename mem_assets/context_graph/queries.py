@@ -236,3 +236,34 @@ def schema_rows(tx: ManagedTransaction, tenant: str | None) -> tuple[list[dict[s
     nodes = tenant_nodes(tx, tenant)
     return tuple([record.data() for record in tx.run(nodes + query, tenant=tenant)]
                  for query in (_NODE_GROUPS, _NODE_PROPERTIES, _RELATIONSHIPS))
+
+
+#: What MemOS 2.x's ``TextualMemoryItem`` accepts (memories/textual/item.py): a UUID id, these
+#: statuses and memory types, ``sources`` and ``history`` as lists.
+MEMOS_STATUSES = ["activated", "resolving", "archived", "deleted"]
+MEMOS_MEMORY_TYPES = ["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "ToolSchemaMemory",
+                      "ToolTrajectoryMemory", "RawFileMemory", "SkillMemory", "PreferenceMemory", "Context"]
+
+
+def memos_unreadable(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The tenant's MemOS memory nodes MemOS could not read back, with why (on a MemOS graph the
+    session puts ``MemoryItem`` in MemOS's label; ``n['history']`` is MemOS's own property)."""
+    result = tx.run(
+        """
+        MATCH (n:MemoryItem {user_name: $tenant})
+        WITH n, [problem IN [
+            CASE WHEN NOT n.id =~ '(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+                 THEN 'id is not a UUID' END,
+            CASE WHEN n.status IS NOT NULL AND NOT n.status IN $statuses THEN 'unknown status' END,
+            CASE WHEN n.memory_type IS NOT NULL AND NOT n.memory_type IN $types
+                 THEN 'unknown memory_type' END,
+            CASE WHEN n.sources IS NOT NULL AND NOT n.sources IS :: LIST<ANY> THEN 'sources is not a list' END,
+            CASE WHEN n['history'] IS NOT NULL AND NOT n['history'] IS :: LIST<ANY>
+                 THEN 'history is not a list' END
+        ] WHERE problem IS NOT NULL] AS problems
+        WHERE size(problems) > 0
+        RETURN n.id AS id, problems ORDER BY id LIMIT $limit
+        """,
+        tenant=tenant, statuses=MEMOS_STATUSES, types=MEMOS_MEMORY_TYPES, limit=limit,
+    )
+    return [record.data() for record in result]

@@ -19,6 +19,7 @@ from mem_assets.dedup.resolution_plan import Plan, held_back, plan_resolutions
 from mem_assets.dedup.superseding import SupersedePlan, superseded_survivor
 from mem_assets.dedup.undo import resolution_record
 from mem_resources.embedder import EmbedderResource
+from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import MemoryItem, MemoryStatus, MemoryType, payload_hash, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
@@ -43,23 +44,25 @@ def item_from_properties(tenant: str, props: dict, now: datetime) -> MemoryItem:
 
 
 def apply_resolutions(tx: ManagedTransaction, tenant: str, resolutions: Sequence[MergePlan | SupersedePlan],
-                      vectors: dict[str, list[float]], now: datetime, run_id: str | None = None) -> list[dict]:
+                      vectors: dict[str, list[float]], now: datetime, run_id: str | None = None,
+                      dialect: GraphDialect = SEED_DIALECT) -> list[dict]:
     """Apply node-disjoint resolutions in at most three round trips: lock and read all their nodes, then
     write the merges and the supersedes that pass their checks. A merge is skipped unless every
     source is activated, a supersede unless both nodes are. The nodes are locked before their
     status is read: a concurrent resolution of the same nodes waits, then finds them archived.
-    ``vectors``: the embedding of each merged node, by merged id. One outcome per resolution.
-    Each applied one is recorded (``undo.resolution_record``, with ``run_id``) in the same
-    transaction, with what an undo needs to give back."""
+    ``vectors``: the embedding of each merged node, by merged id; ``dialect``: the schema the
+    written properties take. One outcome per resolution. Each applied one is recorded
+    (``undo.resolution_record``, with ``run_id``) in the same transaction, with what an undo
+    needs to give back."""
     found = queries.lock_and_read(tx, tenant, [n for r in resolutions for n in _nodes_of(r)])
     outcomes: list[dict] = []
     merges, supersedes = [], []
     for resolution in resolutions:
         if isinstance(resolution, MergePlan):
-            outcome, row = _merge(tenant, resolution, found, vectors[resolution.merged_id], now)
+            outcome, row = _merge(tenant, resolution, found, vectors[resolution.merged_id], now, dialect)
             merges += [row] if row else []
         else:
-            outcome, row = _supersede(tenant, resolution, found, now)
+            outcome, row = _supersede(tenant, resolution, found, now, dialect)
             supersedes += [row] if row else []
         outcomes.append(outcome)
     merged = queries.create_merged(tx, tenant, merges, now, run_id) if merges else {}
@@ -78,7 +81,7 @@ def apply_resolutions(tx: ManagedTransaction, tenant: str, resolutions: Sequence
 
 
 def _merge(tenant: str, plan: MergePlan, found: dict[str, dict], embedding: list[float],
-           now: datetime) -> tuple[dict, dict | None]:
+           now: datetime, dialect: GraphDialect) -> tuple[dict, dict | None]:
     """The merge's outcome and, when it applies, its ``queries.merge_row``."""
     if plan.merged_id in found:
         return {"status": "already merged"}, None
@@ -87,7 +90,7 @@ def _merge(tenant: str, plan: MergePlan, found: dict[str, dict], embedding: list
             s.metadata.status != MemoryStatus.ACTIVATED for s in sources):
         return {"status": "skipped: a source is gone or no longer activated"}, None
     item = merged_item(tenant, plan, sources, embedding)
-    props = item.to_properties()
+    props = item.to_properties(dialect)
     if keeps_source_text(plan, sources):
         props["dedup_checked_at"] = now
     template = next((s.id for s in sources if s.metadata.payload_hash == item.metadata.payload_hash),
@@ -97,7 +100,7 @@ def _merge(tenant: str, plan: MergePlan, found: dict[str, dict], embedding: list
 
 
 def _supersede(tenant: str, plan: SupersedePlan, found: dict[str, dict],
-               now: datetime) -> tuple[dict, dict | None]:
+               now: datetime, dialect: GraphDialect) -> tuple[dict, dict | None]:
     """The supersede's outcome and, when it applies, its ``queries.supersede_row``."""
     if plan.older not in found or plan.newer not in found:
         return {"status": "skipped: a node is gone"}, None
@@ -106,7 +109,7 @@ def _supersede(tenant: str, plan: SupersedePlan, found: dict[str, dict],
     if MemoryStatus.ACTIVATED != older.metadata.status or MemoryStatus.ACTIVATED != newer.metadata.status:
         return {"status": "skipped: a node is no longer activated"}, None
     return {"status": "applied", "archived": 1}, queries.supersede_row(
-        plan.older, plan.newer, superseded_survivor(older, newer), plan.reason)
+        plan.older, plan.newer, superseded_survivor(older, newer, dialect), plan.reason)
 
 
 def rounds(resolutions: Sequence[MergePlan | SupersedePlan]) -> list[list[int]]:
@@ -155,7 +158,8 @@ def apply_plan(neo4j: Neo4jResource, tenant: str, plan: Plan, embeddings: list[l
 
     def apply_chunk(tx: ManagedTransaction, positions: list[int]) -> list[dict]:
         live = [p for p in positions if not retired.intersection(_sources_of(resolutions[p]))]
-        applied = dict(zip(live, apply_resolutions(tx, tenant, [resolutions[p] for p in live], vectors, now, run_id),
+        applied = dict(zip(live, apply_resolutions(tx, tenant, [resolutions[p] for p in live], vectors, now, run_id,
+                                                   neo4j.dialect),
                            strict=True))
         return [applied.get(p, SKIPPED) for p in positions]
 
@@ -216,7 +220,8 @@ def plan_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame,
                                      sorted(set(related.get("left_id", [])) | set(related.get("right_id", []))))
     nodes = {i: item_from_properties(tenant, props, now) for i, props in found.items()}
     plan = plan_resolutions(tenant, judgments, nodes, fuse,
-                            deadline=time.monotonic() + deadline_s if deadline_s else None)
+                            deadline=time.monotonic() + deadline_s if deadline_s else None,
+                            dialect=neo4j.dialect)
     return plan, nodes
 
 

@@ -34,10 +34,10 @@ class CandidateSearch:
 
 
 def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource,
-                       limit: int, write: bool) -> tuple[NodeVectors, dict[str, str], list[dict]]:
+                       limit: int, write: bool, replace: bool = True) -> tuple[NodeVectors, dict[str, str], list[dict]]:
     """The unchecked nodes with their vectors and texts; nodes that arrived without a vector (or
-    with one of another dimension) are embedded now and the vector stored (``write``), else
-    kept in memory only. Also the nodes embedded now."""
+    with one of another dimension) are embedded now and the vector stored (``write``; only where
+    the node has none unless ``replace``), else kept in memory only. Also the nodes embedded now."""
     unchecked = session.execute_read(queries.unchecked_nodes, tenant, limit)
     missing = [n for n in unchecked if n["embedding"] is None or len(n["embedding"]) != embedder.dimension]
     if missing:
@@ -45,7 +45,8 @@ def _unchecked_vectors(session: Session, tenant: str, embedder: EmbedderResource
             node["embedding"] = vector
         if write:
             session.execute_write(queries.set_embeddings, tenant,
-                                  [{"id": n["id"], "embedding": n["embedding"].tolist()} for n in missing])
+                                  [{"id": n["id"], "embedding": n["embedding"].tolist()} for n in missing],
+                                  replace)
     new = NodeVectors(
         ids=[n["id"] for n in unchecked], memory_types=[n["memory_type"] for n in unchecked],
         hashes=[n["payload_hash"] for n in unchecked],
@@ -75,7 +76,9 @@ def search_candidates(neo4j: Neo4jResource, tenant: str, embedder: EmbedderResou
     nothing: vectors made now stay in memory (the numpy search sees them as the run would; the
     vector index cannot), nothing is marked checked."""
     with neo4j.session() as session:
-        new, texts, missing = _unchecked_vectors(session, tenant, embedder, limit, write)
+        dialect = neo4j.dialect
+        new, texts, missing = _unchecked_vectors(session, tenant, embedder, limit, write,
+                                                 replace=not (dialect.memos and dialect.shared_embedding))
         types = sorted(set(new.memory_types))
         dimension = embedder.dimension if search == "numpy" else None
         active = NodeVectors(*session.execute_read(queries.active_nodes, tenant, types, dimension))
@@ -86,7 +89,8 @@ def search_candidates(neo4j: Neo4jResource, tenant: str, embedder: EmbedderResou
         else:
             pairs = index_candidates(
                 new, active.ids, active.hashes,
-                lambda rows, k: session.execute_read(queries.vector_neighbours, tenant, rows, k),
+                lambda rows, k: session.execute_read(queries.vector_neighbours, tenant, rows, k,
+                                                     dialect.vector_index),
                 threshold, top_k, max_k=session.execute_read(queries.indexed_node_count))
         paired = set(pairs["left_id"]) | set(pairs["right_id"])
         sides = session.execute_read(queries.pair_sides, tenant, sorted(paired))

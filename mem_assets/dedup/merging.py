@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import (
     ArchivedVersion,
     MemoryItem,
@@ -138,10 +139,11 @@ def informativeness(text: str) -> tuple[int, int]:
     return len(set(_content_words(text))), len(_normalize(text))
 
 
-def merged_id(tenant: str, sources: Sequence[str]) -> str:
-    """Deterministic from the tenant and the set of sources: a rerun finds the same node."""
+def merged_id(tenant: str, sources: Sequence[str], dialect: GraphDialect = SEED_DIALECT) -> str:
+    """Deterministic from the tenant and the set of sources: a rerun finds the same node (a UUID
+    on a MemOS graph)."""
     digest = hashlib.md5("\x1f".join(("merge", tenant, *sorted(sources))).encode()).hexdigest()
-    return memory_id(digest)
+    return memory_id(digest, dialect)
 
 
 def _union_sources(items: Sequence[MemoryItem]) -> list[SourceMessage]:

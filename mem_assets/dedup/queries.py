@@ -17,6 +17,7 @@ from neo4j import ManagedTransaction
 
 from mem_resources.constraints import TENANT_SCOPED_LABELS, VECTOR_INDEX
 from mem_resources.embedder import stored_vector_key
+from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY
 from mem_resources.memory_queries import Bulk, by_id, live_memory, memory_text
 
 WORKING = "WorkingMemory"
@@ -27,7 +28,7 @@ SUPERSEDED_REASON = "superseded"
 #: A node's properties but its vectors, as [key, value] pairs with datetimes as ISO strings:
 #: the driver builds a ``neo4j.time.DateTime`` per temporal value in pure Python, which cost three
 #: times the rest of the read (7.5 s vs 2.4 s for 40k nodes with three datetimes each).
-_PROPS = """[k IN keys(n) WHERE NOT k IN ['embedding', 'reorg_vector', 'judge_vector'] |
+_PROPS = """[k IN keys(n) WHERE NOT k IN ['embedding', 'memtend_embedding', 'reorg_vector', 'judge_vector'] |
              [k, CASE WHEN n[k] IS :: ZONED DATETIME OR n[k] IS :: LOCAL DATETIME
                       THEN toString(n[k]) ELSE n[k] END]] AS props"""
 
@@ -41,8 +42,12 @@ def _instant(value: Any) -> Any:
 
 
 def _properties(pairs: list[list[Any]]) -> dict[str, Any]:
-    """The pairs of ``_PROPS`` as a dict."""
-    return {key: _instant(value) for key, value in pairs}
+    """The pairs of ``_PROPS`` as a dict; on a MemOS node (whose own ``history`` is a list),
+    memtend's lineage history as ``history``, None while it has none."""
+    props = {key: _instant(value) for key, value in pairs}
+    if OWN_HISTORY_PROPERTY in props or isinstance(props.get("history"), list):
+        props["history"] = props.pop(OWN_HISTORY_PROPERTY, None)
+    return props
 
 
 _TEXT = memory_text("n")
@@ -124,17 +129,20 @@ def indexed_node_count(tx: ManagedTransaction) -> int:
     return tx.run("MATCH (n:MemoryItem) RETURN count(n) AS n").single()["n"]
 
 
-def set_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
-    """Store embeddings computed for nodes that arrived without one (``rows``: id, embedding)."""
+def set_embeddings(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]],
+                   replace: bool = True) -> None:
+    """Store embeddings computed for nodes that arrived without one, or with one of another size
+    (``rows``: id, embedding); with ``replace`` off, only where the node has none (a vector
+    another writer owns is never overwritten)."""
     tx.run(
         f"UNWIND $rows AS row MATCH (n:MemoryItem {{user_name: $tenant, id: row.id}}) {by_id('n')} "
-        "SET n.embedding = row.embedding",
-        tenant=tenant, rows=Bulk(rows),
+        "WITH n, row WHERE $replace OR n.embedding IS NULL SET n.embedding = row.embedding",
+        tenant=tenant, rows=Bulk(rows), replace=replace,
     ).consume()
 
 
 def vector_neighbours(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]],
-                      k: int) -> list[dict[str, Any]]:
+                      k: int, index: str = VECTOR_INDEX) -> list[dict[str, Any]]:
     """Vector-index neighbours of each row (id, memory_type, embedding) within the tenant.
 
     The index returns a global top-k before any filter, so each row also reports ``floor`` (the
@@ -155,7 +163,7 @@ def vector_neighbours(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[s
                   AND coalesce(h.node.type, 'fact') <> 'topic'
                 | {id: h.node.id, score: 2 * h.score - 1}] AS neighbours
         """,
-        rows=list(rows), k=k, index=VECTOR_INDEX, tenant=tenant,
+        rows=list(rows), k=k, index=index, tenant=tenant,
     )
     return [record.data() for record in result]
 

@@ -21,6 +21,7 @@ import pandas as pd
 from mem_assets.dedup.merging import MergePlan, merged_id
 from mem_assets.dedup.pair_judge import Fusion, Label
 from mem_assets.dedup.superseding import Recency, SupersedePlan, compare, recency
+from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import MemoryItem, MemoryStatus, UpdateType
 
@@ -137,7 +138,7 @@ def inconsistent_contradictions(edges: Sequence[tuple[str, str]],
 
 def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, MemoryItem],
                      fuse: Callable[..., tuple[Fusion, ChatUsage]],
-                     deadline: float | None = None) -> Plan:
+                     deadline: float | None = None, dialect: GraphDialect = SEED_DIALECT) -> Plan:
     """Plan merges and supersedes from judged pairs (columns left_id, right_id, label, failed).
 
     Redundant pairs form groups (one merged node each). Contradictions between what the nodes
@@ -186,7 +187,7 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
         fusion = ask(members, "redundant")
         if fusion is None or fusion.text is None:
             continue
-        merge = MergePlan(merged_id(tenant, group), group, fusion.text, UpdateType.DUPLICATE, fusion.reason)
+        merge = MergePlan(merged_id(tenant, group, dialect), group, fusion.text, UpdateType.DUPLICATE, fusion.reason)
         plan.merges.append(merge)
         for node in group:
             representative[node] = _Side(merge.merged_id, merge.text, members[-1].at)
@@ -224,7 +225,7 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
             continue
         if fusion.text is not None:
             sources = tuple(sorted((older.id, newer.id)))
-            plan.merges.append(MergePlan(merged_id(tenant, sources), sources, fusion.text,
+            plan.merges.append(MergePlan(merged_id(tenant, sources, dialect), sources, fusion.text,
                                          UpdateType.CONFLICT, fusion.reason))
             continue
         newer_than.setdefault(older.id, []).append(newer)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import ARRIVAL_SEPARATOR, ArchivedVersion, MemoryItem, UpdateType
 
 When = Literal["older", "newer", "same time"]
@@ -80,9 +81,10 @@ class SupersedePlan:
     reason: str
 
 
-def superseded_survivor(older: MemoryItem, newer: MemoryItem) -> dict:
+def superseded_survivor(older: MemoryItem, newer: MemoryItem, dialect: GraphDialect = SEED_DIALECT) -> dict:
     """Properties the surviving newer node gets: the older's history and an entry for the older
-    itself (so a chain's survivor holds every version), and a version bump."""
+    itself (so a chain's survivor holds every version; memtend's own history property on a MemOS
+    graph), and a version bump."""
     entries = {(e.archived_memory_id, e.version, e.memory): e for e in newer.metadata.history}
     for entry in [*older.metadata.history,
                   ArchivedVersion(version=older.metadata.version, update_type=UpdateType.CONFLICT,
@@ -94,5 +96,6 @@ def superseded_survivor(older: MemoryItem, newer: MemoryItem) -> dict:
         "history": history,
         "version": max(older.metadata.version, newer.metadata.version) + 1,
     })})
-    props = updated.to_properties()
-    return {"history": props["history"], "version": props["version"]}
+    props = updated.to_properties(dialect)
+    history_key = OWN_HISTORY_PROPERTY if dialect.memos else "history"
+    return {history_key: props[history_key], "version": props["version"]}

@@ -19,6 +19,7 @@ from mem_assets.ingest.ledger import ingest_new_files, record_skipped
 from mem_assets.ingest.memory_nodes import PlannedMemory, arrival, build_nodes, plan
 from mem_assets.ingest.parsing import ParsedLine, parse_lines
 from mem_resources.embedder import EmbedderResource
+from mem_resources.graph_schema_adapter import GraphDialect
 from mem_resources.memory_model import MemoryItem, utc_now
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Progress, Sink, tracked
@@ -62,7 +63,7 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
         return None
     parsed = [entry for entry in chunk if isinstance(entry, ParsedLine)]
     accepted = [entry.item for entry in parsed]
-    planned = plan(tenant, accepted, [arrival(now, file_name, entry.line) for entry in parsed])
+    planned = plan(tenant, accepted, [arrival(now, file_name, entry.line) for entry in parsed], neo4j.dialect)
     started = time.perf_counter()
     with neo4j.session() as session:
         present = session.execute_read(ingest_queries.existing_ids, tenant, [p.node_id for p in planned])
@@ -77,9 +78,9 @@ def _prepare_next(lines: Iterator[ParsedLine | Rejection], size: int, tenant: st
 
 
 def _write_and_trim(tx: ManagedTransaction, tenant: str, nodes: list[MemoryItem],
-                    working_memory_capacity: int, now: datetime) -> tuple[int, int]:
+                    working_memory_capacity: int, now: datetime, dialect: GraphDialect) -> tuple[int, int]:
     """One transaction per chunk: working memory never exceeds capacity + one chunk."""
-    created = ingest_queries.write_memories(tx, tenant, nodes)
+    created = ingest_queries.write_memories(tx, tenant, nodes, dialect)
     return created, ingest_queries.trim_working_memory(tx, tenant, working_memory_capacity, now)
 
 
@@ -116,7 +117,7 @@ def ingest_file(file: InboxFile, neo4j: Neo4jResource, embedder: EmbedderResourc
             started = time.perf_counter()
             with neo4j.session() as session:
                 created, trimmed = session.execute_write(
-                    _write_and_trim, tenant, chunk.nodes, working_memory_capacity, now)
+                    _write_and_trim, tenant, chunk.nodes, working_memory_capacity, now, neo4j.dialect)
             report.slowest_write_s = max(report.slowest_write_s, time.perf_counter() - started)
             report.nodes_created += created
             report.working_trimmed += trimmed

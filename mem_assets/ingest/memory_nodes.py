@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from mem_assets.ingest.parsing import MemoryItemIn
+from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import (
     ARRIVAL_SEPARATOR,
     DUAL_WRITE_TYPES,
@@ -39,10 +40,11 @@ class PlannedMemory:
     arrival: str | None = None
 
 
-def plan(tenant: str, items: Sequence[MemoryItemIn],
-         arrivals: Sequence[str] | None = None) -> list[PlannedMemory]:
-    """Assign ids; repeats within the batch collapse onto their first occurrence. ``arrivals``
-    (one per item: ingest run, file, line) orders memories stated at the same time."""
+def plan(tenant: str, items: Sequence[MemoryItemIn], arrivals: Sequence[str] | None = None,
+         dialect: GraphDialect = SEED_DIALECT) -> list[PlannedMemory]:
+    """Assign ids (in ``dialect``'s form); repeats within the batch collapse onto their first
+    occurrence. ``arrivals`` (one per item: ingest run, file, line) orders memories stated at the
+    same time."""
     planned: dict[str, PlannedMemory] = {}
     for position, item in enumerate(items):
         node_type = item.memory_type
@@ -50,10 +52,10 @@ def plan(tenant: str, items: Sequence[MemoryItemIn],
         working_hash = None
         if node_type in DUAL_WRITE_TYPES:
             working_hash = payload_hash(tenant, MemoryType.WORKING.value, item.memory)
-        node_id = memory_id(node_hash)
+        node_id = memory_id(node_hash, dialect)
         planned.setdefault(node_id, PlannedMemory(
             item=item, node_id=node_id, node_hash=node_hash,
-            working_id=memory_id(working_hash) if working_hash else None,
+            working_id=memory_id(working_hash, dialect) if working_hash else None,
             working_hash=working_hash, arrival=arrivals[position] if arrivals else None,
         ))
     return list(planned.values())

@@ -9,6 +9,7 @@ from typing import Any
 
 from neo4j import ManagedTransaction
 
+from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import MemoryItem, MemoryStatus, MemoryType
 from mem_resources.memory_queries import Bulk, by_id
 
@@ -24,21 +25,22 @@ def existing_ids(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> set
     return {record["id"] for record in result}
 
 
-def wire_rows(nodes: Iterable[MemoryItem]) -> list[dict[str, Any]]:
-    """Node properties with timestamps as ISO strings: the driver packs aware datetimes slowly,
-    so the query turns them into Neo4j datetimes with ``datetime()``."""
+def wire_rows(nodes: Iterable[MemoryItem], dialect: GraphDialect = SEED_DIALECT) -> list[dict[str, Any]]:
+    """Node properties (in ``dialect``'s shape) with timestamps as ISO strings: the driver packs
+    aware datetimes slowly, so the query turns them into Neo4j datetimes with ``datetime()``."""
     rows = []
     for node in nodes:
-        props = node.to_properties()
+        props = node.to_properties(dialect)
         created, updated = props.pop("created_at"), props.pop("updated_at")
         rows.append({"props": props, "created_at": created.isoformat(),
                      "updated_at": updated.isoformat()})
     return rows
 
 
-def write_memories(tx: ManagedTransaction, tenant: str, nodes: Iterable[MemoryItem]) -> int:
+def write_memories(tx: ManagedTransaction, tenant: str, nodes: Iterable[MemoryItem],
+                   dialect: GraphDialect = SEED_DIALECT) -> int:
     """MERGE on (tenant, id): an item already present is left exactly as it is."""
-    rows = wire_rows(nodes)
+    rows = wire_rows(nodes, dialect)
     if any(row["props"]["user_name"] != tenant for row in rows):
         raise ValueError(f"refusing to write nodes of another tenant into {tenant!r}")
     summary = tx.run(

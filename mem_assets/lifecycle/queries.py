@@ -18,10 +18,12 @@ from neo4j import ManagedTransaction
 from pydantic import AwareDatetime, BaseModel, Field
 
 from mem_resources.constraints import TENANT_SCOPED_LABELS
+from mem_resources.graph_schema_adapter import MEMOS_LABEL
 from mem_resources.memory_model import MemoryStatus
 from mem_resources.memory_queries import Bulk, by_id, quote_name
 
-KEY_LABELS: tuple[str, ...] = TENANT_SCOPED_LABELS
+#: MemOS's ``Memory`` last: a MemOS graph's memories are backed up and restored like ours.
+KEY_LABELS: tuple[str, ...] = (*TENANT_SCOPED_LABELS, MEMOS_LABEL)
 
 
 # --- soft delete -------------------------------------------------------------------------------

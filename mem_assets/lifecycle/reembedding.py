@@ -19,7 +19,11 @@ class ReembedReport:
 def reembed_tenant(neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
                    page_size: int = 1000) -> ReembedReport:
     """Every memory node of ``tenant`` (any status, topics and working copies too) gets a vector
-    from ``embedder``, one page per write transaction; texts, statuses and dedup stamps stay."""
+    from ``embedder``, one page per write transaction; texts, statuses and dedup stamps stay.
+    On a MemOS graph whose ``embedding`` memtend shares, refused: that vector is MemOS's."""
+    if neo4j.dialect.memos and neo4j.dialect.shared_embedding:
+        raise ValueError("MEMTEND_MEMOS_SHARED_EMBEDDING is on: `embedding` belongs to MemOS and memtend "
+                         "never rewrites it; switch it off to keep memtend's own vector instead")
     embedded = without_text = 0
     after = ""
     while True:

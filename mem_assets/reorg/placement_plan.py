@@ -41,6 +41,7 @@ from mem_assets.reorg.topic_vectors import (
     to_shared,
 )
 from mem_resources.embedder import EmbedderResource
+from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import memory_id
 from mem_resources.neo4j_resource import Neo4jResource
 
@@ -52,11 +53,12 @@ MERGED_INTO = "merged_into_topic"
 REBUILT = "rebuilt"
 
 
-def topic_id(tenant: str, memory_type: str, members: Sequence[str], salt: str = "") -> str:
+def topic_id(tenant: str, memory_type: str, members: Sequence[str], salt: str = "",
+             dialect: GraphDialect = SEED_DIALECT) -> str:
     """Deterministic from what the topic was made of (tenant, type, members, and a rebuild's salt)."""
     import hashlib
     payload = "\x1f".join(("topic", tenant, memory_type, salt, *sorted(members)))
-    return memory_id(hashlib.md5(payload.encode("utf-8")).hexdigest())
+    return memory_id(hashlib.md5(payload.encode("utf-8")).hexdigest(), dialect)
 
 
 def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors: Sequence[np.ndarray],
@@ -244,7 +246,7 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
         {lang: LanguagePool({} if rebuild else side.before, side.ids, side.matrix, params[side.store.space],
                             side.store.matrix, to_shared(side.store.space))
          for lang, side in sides.items()},
-        cross if across else None, lambda members: topic_id(tenant, memory_type, members, salt))
+        cross if across else None, lambda members: topic_id(tenant, memory_type, members, salt, neo4j.dialect))
     return [row for lang, side in sides.items()
             for row in _plan_rows(memory_type, side.store.space, side.before, plans[lang], rebuild)]
 

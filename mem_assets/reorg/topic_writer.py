@@ -37,6 +37,7 @@ from mem_assets.reorg.topic_vectors import (
     in_spaces,
 )
 from mem_resources.embedder import EmbedderResource
+from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
     ArchivedVersion,
@@ -252,7 +253,7 @@ class TopicWriter:
     def run(self, plan: pd.DataFrame, candidates: pd.DataFrame, time_budget_s: float) -> WriteOutcome:
         deadline = self.clock() + time_budget_s
         aside = plan[plan["kind"] == SET_ASIDE]
-        rows = [{"id": r.id, "reason": r.reason, "nearest": r.nearest,
+        rows = [{"id": r.id, "reason": r.reason, "nearest": None if pd.isna(r.nearest) else r.nearest,
                  "similarity": None if pd.isna(r.similarity) else float(r.similarity),
                  "group_size": None if pd.isna(r.group_size) else int(r.group_size)}
                 for r in aside.itertuples()]
@@ -411,8 +412,10 @@ class _TypeContext:
             "member_count": int(row["member_count"]), "reorg_centroid": list(row["centroid"]),
             "reorg_centroid_space": row["space"],
             "reorg_language": row["language"], "updated_at": now,
-            "sources": json.dumps([{"type": "memory", "memory_id": c} for c in sorted(row["children"])]),
         }
+        dialect = self.writer.neo4j.dialect
+        members = [{"type": "memory", "memory_id": c} for c in sorted(row["children"])]
+        dynamic["sources"] = ([json.dumps(m) for m in members] if dialect.memos else json.dumps(members))
         if row["action"] == "created":
             if summary is None:
                 raise ValueError(f"new topic {tid} has no summary")
@@ -422,10 +425,11 @@ class _TypeContext:
                 type=queries.TOPIC_TYPE,
                 sources=[SourceMessage(type="memory", memory_id=c) for c in sorted(row["children"])],
                 created_at=now, updated_at=now, payload_hash=tid.removeprefix("mem:")))
-            return {**item.to_properties(), **dynamic}
+            return {**item.to_properties(dialect), **dynamic}
         if summary is None:
             return dynamic
         previous = self.previous.get(tid, {})
+        history_key = OWN_HISTORY_PROPERTY if dialect.memos else "history"
         history = json.loads(previous.get("history") or "[]")
         version = int(previous.get("version") or 1)
         if previous.get("memory"):
@@ -434,11 +438,12 @@ class _TypeContext:
                 version=version, update_type=UpdateType.REFRESH, memory=previous["memory"],
                 created_at=updated.to_native() if hasattr(updated, "to_native") else now,
             ).model_dump(mode="json"))
-        return {**dynamic, "memory": summary.value, "data": summary.value,
-                "display": display_name(summary.value, tid.removeprefix("mem:")),
-                "name": display_name(summary.value, tid.removeprefix("mem:")),
+        seed_names = {} if dialect.memos else {
+            "data": summary.value, "display": display_name(summary.value, tid.removeprefix("mem:")),
+            "name": display_name(summary.value, tid.removeprefix("mem:"))}
+        return {**dynamic, **seed_names, "memory": summary.value,
                 "key": summary.key, "tags": summary.tags, "background": summary.background,
-                "version": version + 1, "history": json.dumps(history, ensure_ascii=False),
+                "version": version + 1, history_key: json.dumps(history, ensure_ascii=False),
                 "reorg_refreshed_at": now}
 
 
