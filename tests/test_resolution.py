@@ -244,17 +244,20 @@ def test_a_chain_resolves_in_one_run_to_the_newest(neo4j, instance, tenant, tmp_
 @pytest.mark.parametrize("shape", ["chain", "star"])
 def test_a_merge_absorbs_only_memories_judged_redundant_with_its_survivor(neo4j, instance, tenant, tmp_path,
                                                                            model, shape):
-    """A chain A≈B, B≈C with A≉C (judged) merges A and B into A, the most informative text; C,
-    related to A only through B, stays activated and unchecked, and the next run judges it
-    against the merged node (independent: it stays). A star A≈B, A≈C still merges all three."""
+    """C, checked by an earlier run, then A and B arrive. A chain A≈B, B≈C with A≉C (judged)
+    merges A and B into A, the most informative text; C, related to A only through B, stays
+    activated, loses its stamp, and the next run judges it against the merged node
+    (independent: it stays). A star A≈B, A≈C still merges all three."""
     survivor, lives = "Mia lives in Oslo and works as a nurse.", "Mia lives in Oslo."
     other = "Mia works in Oslo." if shape == "chain" else "Mia works as a nurse."
     inbox = tmp_path / "inbox"
-    write_inbox_file(inbox, tenant, "s.jsonl", [_item(lives, "2026-03-01T10:00:00Z"),
-                                                 _item(other, "2026-03-05T10:00:00Z"),
-                                                 _item(survivor, "2026-03-10T10:00:00Z")])
     relations = {frozenset((survivor, lives)): "redundant",
                  frozenset((lives, other) if shape == "chain" else (survivor, other)): "redundant"}
+    write_inbox_file(inbox, tenant, "earlier.jsonl", [_item(other, "2026-03-05T10:00:00Z")])
+    _run(neo4j, tenant, instance, model, inbox, relations)
+    assert _nodes(neo4j, tenant)[other].get("dedup_checked_at") is not None
+    write_inbox_file(inbox, tenant, "later.jsonl", [_item(lives, "2026-03-01T10:00:00Z"),
+                                                     _item(survivor, "2026-03-10T10:00:00Z")])
 
     first = _run(neo4j, tenant, instance, model, inbox, relations)
 
