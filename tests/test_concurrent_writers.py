@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -140,23 +141,30 @@ def test_lineage_check_fails_on_a_node_resolved_twice(neo4j: Neo4jResource, inst
 
 # --- two `memtend tend` of one tenant at once ---------------------------------------------------
 
-def _graph(neo4j: Neo4jResource, tenant: str) -> tuple[list, list]:
-    """The tenant's graph without timestamps: node ids, labels, status and text; every edge. The
-    judgment cache is left out: a run killed after judging leaves entries a clean run never
-    needed (pairs with nodes it had merged), which change nothing else."""
+def _graph(neo4j: Neo4jResource, tenant: str) -> tuple[list, list, list]:
+    """The tenant's graph without timestamps: node ids, labels, status and text; every edge; and
+    the resolutions recorded for undo, by what they did (kind, result, sources: a record's id
+    names the run that applied it). The judgment cache is left out: a run killed after judging
+    leaves entries a clean run never needed (pairs with nodes it had merged), which change
+    nothing else."""
     with neo4j.session() as session:
         nodes = sorted(tuple(map(repr, r.values())) for r in session.run(
-            "MATCH (n {user_name: $t}) WHERE NOT n:DedupJudgment "
+            "MATCH (n {user_name: $t}) WHERE NOT n:DedupJudgment AND NOT n:DedupResolution "
             "RETURN n.id, labels(n), n.status, coalesce(n.memory, n.name), n.evolve_to", t=tenant))
         edges = sorted(tuple(r.values()) for r in session.run(
             "MATCH (a {user_name: $t})-[r]->(b) RETURN a.id, type(r), b.id", t=tenant))
-    return nodes, edges
+        records = sorted(tuple(map(repr, r.values())) for r in session.run(
+            "MATCH (r:DedupResolution {user_name: $t}) RETURN r.kind, r.result, r.sources", t=tenant))
+    return nodes, edges, records
 
 
-def _difference(graph: tuple[list, list], baseline: tuple[list, list]) -> tuple[list, list, list, list]:
-    """Nodes and edges only in ``graph``, and only in ``baseline``."""
+def _difference(graph: tuple[list, list, list], baseline: tuple[list, list, list]) -> tuple[list, ...]:
+    """Nodes, edges and resolution records only in ``graph``, and only in ``baseline`` (records
+    as a multiset: each resolution is recorded once, by whichever run applied it)."""
     return (sorted(set(graph[0]) - set(baseline[0]))[:10], sorted(set(baseline[0]) - set(graph[0]))[:10],
-            sorted(set(graph[1]) - set(baseline[1]))[:10], sorted(set(baseline[1]) - set(graph[1]))[:10])
+            sorted(set(graph[1]) - set(baseline[1]))[:10], sorted(set(baseline[1]) - set(graph[1]))[:10],
+            sorted((Counter(graph[2]) - Counter(baseline[2])).elements())[:10],
+            sorted((Counter(baseline[2]) - Counter(graph[2])).elements())[:10])
 
 
 def _wipe(neo4j: Neo4jResource, tenant: str) -> None:
@@ -204,7 +212,7 @@ def test_a_killed_tend_then_two_tends_at_once_end_with_the_baseline_graph(
     outputs = [process.communicate(timeout=900)[0] for process in both]
 
     assert [process.returncode for process in both] == [0, 0], [o[-3000:] for o in outputs]
-    assert _difference(_graph(neo4j, tenant), baseline) == ([], [], [], [])
+    assert _difference(_graph(neo4j, tenant), baseline) == ([], [], [], [], [], [])
     lineage = _lineage(neo4j, tenant)
     assert len({(a, b) for a, _, b in lineage}) == len(lineage) == len({a for a, _, _ in lineage})
     assert "its process died; marked failed" in "".join(outputs)
