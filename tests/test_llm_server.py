@@ -106,6 +106,9 @@ def test_dedup_through_the_real_server_merges_nothing_the_truth_does_not(server,
         "merges": merged["merges"], "supersedes": merged["supersedes"],
         "redundant_kept_apart": merged["redundant_kept_apart"], "resolver_calls": merged["resolver_calls"],
         "unsupported_fusions": merged["unsupported_fusions"], "superseded_texts": superseded,
+        "judgments": [f"{text_of[row.left_id]} | {text_of[row.right_id]}: {row.label} ({row.reason[:110]})"
+                      for row in judgments.itertuples()],
+        "merged_texts": [row.text for row in applied.itertuples() if row.action.startswith("merge")],
         "http_statuses": {code: statuses.count(code) for code in set(statuses)}})
 
     # a rerun with nothing new asks nothing
