@@ -229,9 +229,7 @@ def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame
                       fuse: Callable[..., tuple[Fusion, ChatUsage]], deadline_s: float | None,
                       seen_at: datetime, now: datetime, run_id: str | None = None) -> Resolution:
     """Plan (``plan_judgments``) and apply the resolutions of one run's judgments, then mark the
-    judged nodes checked as of ``seen_at``, except those that must wait (``resolution_plan.held_back``);
-    a memory left out of a merge loses the stamp an earlier run gave it, so the next run judges
-    it against the merged node."""
+    judged nodes checked as of ``seen_at``, except those that must wait (``resolution_plan.held_back``)."""
     ids = sorted(set(judgments.get("left_id", [])) | set(judgments.get("right_id", [])))
     plan, nodes = plan_judgments(neo4j, tenant, judgments, fuse, deadline_s, now)
     vectors = embedder.embed([m.text for m in plan.merges])
@@ -241,7 +239,5 @@ def resolve_judgments(neo4j: Neo4jResource, tenant: str, judgments: pd.DataFrame
     checked = [i for i in ids if i not in waiting]
     with neo4j.session() as session:
         session.execute_write(queries.mark_checked, tenant, checked, seen_at, utc_now())
-        if plan.left_out:
-            session.execute_write(queries.mark_unchecked, tenant, plan.left_out)
     texts = {**{i: n.memory for i, n in nodes.items()}, **{m.merged_id: m.text for m in plan.merges}}
     return Resolution(plan, rows, texts, checked)

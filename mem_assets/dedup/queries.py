@@ -185,22 +185,6 @@ def mark_checked(tx: ManagedTransaction, tenant: str, ids: Sequence[str], seen_a
     return record["marked"] if record else 0
 
 
-def mark_unchecked(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> int:
-    """Take the stamp off activated nodes that must be compared again (a memory left out of a
-    merge it was related to through a member: the next run judges it against the merged node)."""
-    record = tx.run(
-        f"""
-        UNWIND $ids AS id
-        MATCH (n:MemoryItem {{user_name: $tenant, id: id}}) {by_id('n')}
-        WHERE coalesce(n.status, 'activated') = 'activated' AND n.dedup_checked_at IS NOT NULL
-        REMOVE n.dedup_checked_at
-        RETURN count(n) AS unmarked
-        """,
-        tenant=tenant, ids=list(ids),
-    ).single()
-    return record["unmarked"] if record else 0
-
-
 def cached_judgments(tx: ManagedTransaction, tenant: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
     result = tx.run(
         "UNWIND $keys AS key MATCH (j:DedupJudgment {user_name: $tenant, id: key}) "
