@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 
 from mem_assets.context_graph.resources import ContextProfiles
-from mem_assets.dedup.pair_judge import JudgeResource, OfflineJudge, OpenAIJudge
+from mem_assets.dedup.pair_judge import JudgeResource, OfflineJudge, OpenAIJudge, RoutedJudge
 from mem_assets.ingest.inbox import InboxResource
 from mem_assets.lifecycle.backup_storage import BackupStorage
 from mem_assets.reorg.summarizers import (
@@ -92,11 +92,16 @@ def build_chat(settings: Settings, in_dagster: bool = True) -> OpenAIChatResourc
 
 
 def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
-    if settings.llm == "openai":
-        return OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,
-                           deadline_s=settings.judge_deadline_s)
-    return OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate, models_dir=str(settings.models_dir),
-                        review_band=settings.review_band)
+    """Offline; with ``MEMTEND_LLM=openai`` the offline judge routing its uncertain pairs to the
+    LLM, or (``MEMTEND_LLM_ROUTE=all``) the LLM alone."""
+    offline = OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate,
+                           models_dir=str(settings.models_dir), review_band=settings.review_band)
+    if settings.llm != "openai":
+        return offline
+    llm = OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,
+                      deadline_s=settings.judge_deadline_s, max_calls_per_run=settings.llm_max_calls_per_run,
+                      max_tokens_per_run=settings.llm_max_tokens_per_run)
+    return llm if settings.llm_route == "all" else RoutedJudge(offline=offline, llm=llm)
 
 
 def build_summarizer(settings: Settings) -> SummarizerResource:

@@ -29,6 +29,7 @@ DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"
 Provider = Literal["offline", "openai"]
 EmbedderKind = Literal["offline", "hashing", "openai"]
 ResponseFormat = Literal["json_schema", "json_object", "none"]
+LLMRoute = Literal["uncertain", "all"]
 #: Native vector sizes: the offline default (WordLlama) is 256, the hashing embedder 384.
 DEFAULT_DIMENSIONS = {"offline": 256, "hashing": 384, "openai": 1536}
 
@@ -127,9 +128,22 @@ class Settings(BaseSettings):
                                     description="Seconds of LLM judging per run; later nodes wait.")
     review_band: float = Field(
         default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_REVIEW_BAND"),
-        description="Pairs the offline judge left independent with P(redundant) or P(contradictory) "
-                    ">= threshold - band go to the review queue (`memtend review`); 0: none. "
-                    "Labels never change.")
+        description="The uncertain band: pairs the offline judge left independent with P(redundant) or "
+                    "P(contradictory) >= threshold - band go to the LLM (MEMTEND_LLM_ROUTE=uncertain), and "
+                    "those still undecided to the review queue (`memtend review`); 0: none.")
+    llm_route: LLMRoute = Field(
+        default="uncertain", validation_alias=_env("MEMTEND_LLM_ROUTE"),
+        description="With MEMTEND_LLM=openai: uncertain: the offline judge decides every pair and only "
+                    "those in the uncertain band (MEMTEND_REVIEW_BAND) go to the LLM; all: the LLM "
+                    "judges every pair (one call per new memory with candidates).")
+    llm_max_calls_per_run: int = Field(
+        default=1000, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_CALLS_PER_RUN"),
+        description="LLM judge calls one run of a tenant may make; the new memories beyond wait, "
+                    "unmerged and unchecked, for the next run; 0: no limit.")
+    llm_max_tokens_per_run: int = Field(
+        default=2_000_000, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_TOKENS_PER_RUN"),
+        description="Prompt + completion tokens the LLM judge may spend in one run of a tenant; no "
+                    "call starts once they are spent (calls in flight finish); 0: no limit.")
 
     tenant_lock_ttl_s: float = Field(
         default=DEFAULT_TTL_S, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),
@@ -152,8 +166,8 @@ class Settings(BaseSettings):
         description="in_process: a run's steps share one process (cheap; one tenant's steps run "
                     "one after another anyway); multiprocess: a process per step.")
 
-    @field_validator("embedder", "llm", "graph_schema", "offline_judge", "automation", "executor", "llm_response_format",
-                     mode="before")
+    @field_validator("embedder", "llm", "graph_schema", "offline_judge", "automation", "executor",
+                     "llm_response_format", "llm_route", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

@@ -85,6 +85,7 @@ def test_with_the_llm_judge_over_http(offline_env, monkeypatch, tmp_path):
     with fake_openai_server() as server:
         server.chat = chat
         monkeypatch.setenv("MEMTEND_LLM", "openai")
+        monkeypatch.setenv("MEMTEND_LLM_ROUTE", "all")
         monkeypatch.setenv("MEMTEND_EMBEDDER", "hashing")
         monkeypatch.setenv("MEMTEND_LLM_MODEL", "test-model")
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)

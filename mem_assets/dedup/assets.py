@@ -10,10 +10,11 @@ from mem_assets.dedup import queries
 from mem_assets.dedup.apply_resolutions import DONE, resolve_judgments
 from mem_assets.dedup.candidate_search import Search, search_candidates
 from mem_assets.dedup.candidates import default_threshold
-from mem_assets.dedup.judgment_cache import judge_tenant
+from mem_assets.dedup.judgment_cache import JudgingReport, judge_tenant
 from mem_assets.dedup.pair_judge import JudgeResource
 from mem_assets.dedup.review_queue import queued, unsure_pairs
 from mem_resources.embedder import EmbedderResource
+from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
@@ -76,6 +77,23 @@ def _per_new_node(calls: int, new_nodes: int) -> float:
     return round(calls / new_nodes, 3) if new_nodes else 0.0
 
 
+def _llm_metadata(judge: JudgeResource, report: JudgingReport, usage: ChatUsage) -> dict[str, object]:
+    """What the LLM decided and spent this run: decisions by stage, pairs routed to it, answers
+    that changed the offline label or were overruled by it, work left for the next run by the
+    budget, and the budget left (calls, tokens; "no limit" when unlimited)."""
+    out: dict[str, object] = {f"decided_{stage}": count for stage, count in report.decided.items()}
+    budget = judge.llm_budget
+    if budget is None:
+        return out
+    calls, tokens = budget
+    spent = usage.prompt_tokens + usage.completion_tokens
+    return {**out, "llm_calls": usage.calls, "pairs_routed_to_llm": report.pairs_routed,
+            "llm_changed": report.llm_changed, "llm_overruled": report.llm_overruled,
+            "over_budget_pairs": report.over_budget_pairs, "over_budget_nodes": report.over_budget_nodes,
+            "llm_calls_left": max(calls - usage.calls, 0) if calls else "no limit",
+            "llm_tokens_left": max(tokens - spent, 0) if tokens else "no limit"}
+
+
 @dg.asset(
     partitions_def=tenant_partitions,
     kinds={"neo4j", "python"},
@@ -97,13 +115,17 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     judged = judge_tenant(neo4j, tenant_of(context), dedup_candidates, judge, utc_now(), sink=context.log.info)
     report, judgments, answered, usage = judged.report, judged.judgments, judged.answered, judged.report.usage
     failed = judgments[judgments["failed"].astype(bool)] if len(judgments) else judgments
-    deferred = judgments[judgments["deferred"].astype(bool)] if len(judgments) else judgments
+    over_budget = judgments["over_budget"].astype(bool) if len(judgments) else pd.Series(dtype=bool)
+    deferred = judgments[judgments["deferred"].astype(bool) & ~over_budget] if len(judgments) else judgments
     for row in failed.itertuples():
         context.log.warning(f"Judge failed on pair {row.left_id} / {row.right_id} ({row.reason}); "
                             "counted as independent, nothing merged, both nodes stay unchecked.")
     if len(deferred):
         context.log.warning(f"The judging deadline passed: {usage.deferred} new nodes "
                             f"({len(deferred)} pairs) were not judged and stay unchecked.")
+    if report.over_budget_nodes:
+        context.log.info(f"The run's LLM budget is spent: {report.over_budget_nodes} new nodes "
+                         f"({report.over_budget_pairs} pairs) wait, unmerged and unchecked, for the next run.")
     labels = judgments["label"].value_counts().to_dict() if len(judgments) else {}
     frame = judgments.merge(dedup_candidates[["left_id", "right_id", "left_text", "right_text", "score"]],
                             on=["left_id", "right_id"], how="left") if len(judgments) else judgments
@@ -138,7 +160,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "cross_encoder_pair_orders": report.cross_encoded,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
-        "preview": preview_table(frame, ["label", "left_text", "right_text", "reason"]),
+        **_llm_metadata(judge, report, usage),
+        "preview": preview_table(frame, ["label", "left_text", "right_text", "reason", "stage"]),
     })
     yield dg.AssetCheckResult(
         check_name=JUDGE_FAILURES_CHECK, passed=not (len(failed) or len(deferred)),

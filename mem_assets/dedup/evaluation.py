@@ -119,6 +119,8 @@ def evaluate(rows: Iterable[dict], embedder: EmbedderResource, judge: JudgeResou
         "never_candidates": len(rows) - len(judged),
         "judge_failures": sum(j.failed for j in judgments),
         "judge_calls": usage.calls,
+        "pairs_routed_to_llm": sum(j.routed for j in judgments),
+        "decided_by_llm": sum(j.stage == "llm" and not (j.failed or j.deferred) for j in judgments),
         "threshold": threshold,
         "top_k": top_k,
         "embedder": type(embedder).__name__,

@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ import pandas as pd
 from mem_assets.dedup import queries
 from mem_assets.dedup.llm_judge_prompt import JudgeRequest, MemoryRef
 from mem_assets.dedup.pair_judge import DeepVectors, JudgeResource, Judgment
+from mem_assets.dedup.relations import Stage
 from mem_assets.dedup.review_queue import apply_answers, candidate_keys
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text
@@ -27,7 +29,7 @@ from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.progress import Sink, tracked
 
 JUDGMENT_COLUMNS = ["left_id", "right_id", "label", "reason", "cached", "failed", "deferred", "pair_key",
-                    "near", "near_probability"]
+                    "near", "near_probability", "stage", "routed", "over_budget"]
 
 
 def pair_key(judge_fingerprint: str, text_a: str, text_b: str) -> str:
@@ -53,6 +55,17 @@ class JudgingReport:
     """Pair orders (older, newer and back) the accurate judge's Chinese cross-encoder read."""
     vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
     """(node id, text, vector) the judge made this run."""
+    decided: dict[str, int] = field(default_factory=dict)
+    """Distinct pairs judged this run and decided, by the stage that decided (offline / llm)."""
+    pairs_routed: int = 0
+    """Distinct pairs the offline judge was unsure of and sent to the LLM (``RoutedJudge``)."""
+    llm_changed: int = 0
+    """Routed pairs the LLM decided otherwise than the offline judge (a repeat or contradiction)."""
+    llm_overruled: int = 0
+    """Routed pairs whose LLM answer the offline evidence did not support: left apart."""
+    over_budget_pairs: int = 0
+    over_budget_nodes: int = 0
+    """New memories with a pair the LLM budget left for the next run (they stay unchecked)."""
 
 
 def _date(value: object) -> str | None:
@@ -111,6 +124,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     fresh: dict[str, Judgment] = {}
     usage = ChatUsage()
     requests: list[JudgeRequest] = []
+    results: list[list[Judgment]] = []
     vectors: DeepVectors | None = None
     if not todo.empty:
         requests, covered = build_requests(todo)
@@ -127,17 +141,29 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
         if key in cached:
             hit = cached[key]
             rows.append((left, right, hit["label"], hit["reason"], True, False, False, key,
-                         hit.get("near"), hit.get("near_probability")))
+                         hit.get("near"), hit.get("near_probability"), hit.get("stage") or "offline",
+                         bool(hit.get("routed")), False))
         else:
             verdict = fresh[key]
             rows.append((left, right, verdict.label, verdict.reason, False, verdict.failed,
-                         verdict.deferred, key, verdict.near, verdict.near_probability))
+                         verdict.deferred, key, verdict.near, verdict.near_probability, verdict.stage,
+                         verdict.routed, verdict.over_budget))
+    done = {key: verdict for key, verdict in fresh.items() if not verdict.failed and not verdict.deferred}
     to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason, "judge": judge.fingerprint,
+                 "stage": verdict.stage, "routed": verdict.routed,
                  **({"near": verdict.near, "near_probability": verdict.near_probability} if verdict.near else {})}
-                for key, verdict in fresh.items() if not verdict.failed and not verdict.deferred]
+                for key, verdict in done.items()]
+    over = [verdict for verdict in fresh.values() if verdict.over_budget]
     report = JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
                            cache_hits=sum(key in cached for key in set(keys)), requests=len(requests),
-                           pairs_gated=sum(verdict.gated for verdict in fresh.values()))
+                           pairs_gated=sum(verdict.gated for verdict in fresh.values()),
+                           decided={stage: sum(v.stage == stage for v in done.values()) for stage in get_args(Stage)},
+                           pairs_routed=sum(verdict.routed for verdict in fresh.values()),
+                           llm_changed=sum(v.routed and v.stage == "llm" and v.label != "independent"
+                                           for v in done.values()),
+                           llm_overruled=sum(v.routed and v.stage == "offline" for v in done.values()),
+                           over_budget_pairs=len(over),
+                           over_budget_nodes=sum(any(j.over_budget for j in judged) for judged in results))
     if vectors is not None:
         sides = {node: text for side in ("left", "right")
                  for node, text in zip(todo[f"{side}_id"], todo[f"{side}_text"], strict=True)}

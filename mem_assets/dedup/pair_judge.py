@@ -12,11 +12,12 @@ cannot be read or does not validate, even after one more try — yields ``failed
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ from mem_assets.dedup.llm_judge_prompt import (
     verdict_schema,
 )
 from mem_assets.dedup.merging import carries, carrying_source, informativeness
-from mem_assets.dedup.relations import Label, ModelKind
+from mem_assets.dedup.relations import Label, ModelKind, Stage
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import ChatUsage, OpenAIChatResource
@@ -54,7 +55,9 @@ class Judgment:
     """``deferred``: not judged (the run's deadline passed); like a failure it merges nothing.
     ``gated``: answered independent by a cheaper model's gate, without the judge's own features.
     ``near``: an independent pair the judge was unsure of — the label whose probability
-    ``near_probability`` fell within the review band below its threshold (the review queue's)."""
+    ``near_probability`` fell within the review band below its threshold (the review queue's).
+    ``stage``: who decided the label; ``routed``: the pair was sent to the LLM (``RoutedJudge``);
+    ``over_budget``: deferred because the run's LLM budget was spent."""
 
     label: Label
     reason: str
@@ -63,6 +66,9 @@ class Judgment:
     gated: bool = False
     near: Label | None = None
     near_probability: float | None = None
+    stage: Stage = "offline"
+    routed: bool = False
+    over_budget: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,51 @@ def _split(judged: Sequence[Judgment], requests: Sequence[JudgeRequest]) -> list
     return results
 
 
+def _judge_by_newer(judge: JudgeResource, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+    """(older, newer) pairs as one request per distinct newer text with all its older ones."""
+    by_newer: dict[str, list[int]] = {}
+    for position, (_, newer) in enumerate(pairs):
+        by_newer.setdefault(newer, []).append(position)
+    requests = [JudgeRequest(MemoryRef(newer), tuple(MemoryRef(pairs[i][0]) for i in positions),
+                             ("older",) * len(positions))
+                for newer, positions in by_newer.items()]
+    results, usage = judge.judge_requests(requests)
+    judged: list[Judgment | None] = [None] * len(pairs)
+    for positions, judgments in zip(by_newer.values(), results, strict=True):
+        for position, judgment in zip(positions, judgments, strict=True):
+            judged[position] = judgment
+    return [j for j in judged if j is not None], usage
+
+
+@dataclass
+class _Budget:
+    """A run's LLM budget (0: no limit). A request starts only while calls made plus calls in
+    flight are under ``calls`` and tokens spent are under ``tokens``; what a started request
+    spends (its one retry, its tokens) is counted when it ends, so the token limit, and with a
+    retry the call limit, can be passed by what requests already in flight spend."""
+
+    calls: int
+    tokens: int
+    spent_calls: int = 0
+    spent_tokens: int = 0
+    in_flight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self) -> bool:
+        with self.lock:
+            if ((self.calls and self.spent_calls + self.in_flight >= self.calls)
+                    or (self.tokens and self.spent_tokens >= self.tokens)):
+                return False
+            self.in_flight += 1
+            return True
+
+    def settle(self, usage: ChatUsage) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            self.spent_calls += usage.calls
+            self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
+
+
 class JudgeResource(ConfigurableResource, ABC):
     """Decides how two memories of one tenant relate, and how to fuse a redundant group."""
 
@@ -141,6 +192,11 @@ class JudgeResource(ConfigurableResource, ABC):
 
     def run_deadline_s(self) -> float | None:
         """Seconds one run may spend judging; None: no limit."""
+        return None
+
+    @property
+    def llm_budget(self) -> tuple[int, int] | None:
+        """LLM calls and tokens one run's judging may spend (0: no limit); None: no LLM."""
         return None
 
 
@@ -230,7 +286,8 @@ class OpenAIJudge(JudgeResource):
     """An OpenAI-compatible chat model: one call per new memory with all its candidates.
 
     Timeouts and backoff retries come from ``chat``; an unreadable answer is asked for once more;
-    after ``deadline_s`` no new call starts and the remaining memories wait for the next run.
+    after ``deadline_s``, or once the run's budget (``max_calls_per_run``, ``max_tokens_per_run``)
+    is spent, no new call starts and the remaining memories wait for the next run.
     """
 
     chat: OpenAIChatResource
@@ -240,6 +297,9 @@ class OpenAIJudge(JudgeResource):
     """The model's "redundant" or "contradictory" is not applied to a pair the offline gate model
     (``offline_judge_model.gate``, static word vectors, no e5) calls clearly independent: the
     model's word alone does not merge or supersede what the offline evidence says is unrelated."""
+    max_calls_per_run: int = Field(default=0, ge=0, description="LLM calls one run's judging may make; 0: no limit.")
+    max_tokens_per_run: int = Field(default=0, ge=0,
+                                    description="Prompt + completion tokens one run's judging may spend; 0: no limit.")
 
     def _gate(self) -> Gate | None:
         from mem_assets.dedup import offline_judge_model as judge_model
@@ -254,25 +314,39 @@ class OpenAIJudge(JudgeResource):
     def run_deadline_s(self) -> float | None:
         return self.deadline_s
 
+    @property
+    def llm_budget(self) -> tuple[int, int] | None:
+        return self.max_calls_per_run, self.max_tokens_per_run
+
     def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
                        vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         client = self.chat.client()
         deadline = time.monotonic() + self.deadline_s
+        budget = _Budget(self.max_calls_per_run, self.max_tokens_per_run)
 
         def one(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
             count = len(request.candidates)
             if time.monotonic() >= deadline:
-                return [Judgment("independent", "not judged: the run's deadline passed",
-                                 deferred=True)] * count, ChatUsage(deferred=1)
-            verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
-                                                client=client, context={"candidates": count},
-                                                deadline=deadline, sent_schema=verdict_schema(count))
+                return [Judgment("independent", "not judged: the run's deadline passed", deferred=True,
+                                 stage="llm")] * count, ChatUsage(deferred=1)
+            if not budget.take():
+                return [Judgment("independent", "not judged: the run's LLM budget is spent", deferred=True,
+                                 stage="llm", over_budget=True)] * count, ChatUsage()
+            usage = ChatUsage()
+            try:
+                verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
+                                                    client=client, context={"candidates": count},
+                                                    deadline=deadline, sent_schema=verdict_schema(count))
+            finally:
+                budget.settle(usage)
             if verdict is None:
                 kinds = ", ".join(sorted(usage.failure_kinds)) or "no valid answer"
                 log.warning("Judge failed on %.60r with %d candidates (%s): counted as "
                             "independent, nothing merged", request.new.text, count, kinds)
-                return [Judgment("independent", f"judge failed: {kinds}", failed=True)] * count, usage
-            return [Judgment(v.relation, v.reason or "(no reason given)") for v in verdict.labels()], usage
+                return [Judgment("independent", f"judge failed: {kinds}", failed=True,
+                                 stage="llm")] * count, usage
+            return [Judgment(v.relation, v.reason or "(no reason given)", stage="llm")
+                    for v in verdict.labels()], usage
 
         def counted(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
             outcome = one(request)
@@ -305,23 +379,12 @@ class OpenAIJudge(JudgeResource):
             if closed:
                 said = out[r][c]
                 out[r][c] = Judgment("independent", f"the model said {said.label} ({said.reason}), "
-                                                    f"overruled: {gate.reason(row)}", gated=True)
+                                                    f"overruled: {gate.reason(row)}", gated=True, stage="offline")
         return out
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         """(older, newer) pairs, one call per distinct newer text with all its older ones."""
-        by_newer: dict[str, list[int]] = {}
-        for position, (_, newer) in enumerate(pairs):
-            by_newer.setdefault(newer, []).append(position)
-        requests = [JudgeRequest(MemoryRef(newer), tuple(MemoryRef(pairs[i][0]) for i in positions),
-                                 ("older",) * len(positions))
-                    for newer, positions in by_newer.items()]
-        results, usage = self.judge_requests(requests)
-        judged: list[Judgment | None] = [None] * len(pairs)
-        for positions, judgments in zip(by_newer.values(), results, strict=True):
-            for position, judgment in zip(positions, judgments, strict=True):
-                judged[position] = judgment
-        return [j for j in judged if j is not None], usage
+        return _judge_by_newer(self, pairs)
 
     def fuse(self, texts: Sequence[str], label: Label,
              dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
@@ -358,3 +421,73 @@ class OpenAIJudge(JudgeResource):
         log.warning("No text carries what all %d 'redundant' memories say: kept apart", len(texts))
         return Fusion(None, f"not merged: no text carries every source's content ({why})",
                       unsupported=bool(missing), apart=True), usage
+
+
+def weigh(offline: Judgment, answer: Judgment) -> Judgment:
+    """The label of a pair the offline judge was unsure of (``offline.near``), given the LLM's
+    ``answer``. The LLM may settle it as independent or confirm the label the offline judge nearly
+    gave; another label (a contradiction where the offline evidence was for a repeat, or the other
+    way round) is not applied: the offline evidence does not support it, so the pair stays apart
+    and queued for review. An answer that never came (failure, deadline, budget) leaves the
+    offline label, not cached, for the next run."""
+    doubt = f"offline P({offline.near}) = {offline.near_probability:.2f}, in the uncertain band"
+    if answer.failed or answer.deferred:
+        return replace(offline, reason=f"{offline.reason}; LLM did not decide ({answer.reason}): left apart",
+                       failed=answer.failed, deferred=answer.deferred, over_budget=answer.over_budget,
+                       routed=True)
+    if answer.label in ("independent", offline.near):
+        return Judgment(answer.label, f"LLM: {answer.reason} ({doubt})", stage="llm", routed=True)
+    return replace(offline, routed=True,
+                   reason=f"{offline.reason}; LLM said {answer.label}, which the offline evidence does not "
+                          f"support ({doubt}): left apart")
+
+
+class RoutedJudge(JudgeResource):
+    """The offline judge decides every pair; only the pairs it is unsure of — left independent
+    within the band below a threshold (``Judgment.near``, ``MEMTEND_REVIEW_BAND``) — go to the
+    LLM, one call per new memory with just those candidates, and its answer is ``weigh``ed
+    against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
+    all cached, makes no call. Fusing is the LLM's (as ``OpenAIJudge``)."""
+
+    offline: OfflineJudge
+    llm: OpenAIJudge
+
+    @property
+    def fingerprint(self) -> str:
+        return f"routed:{self.offline.fingerprint}|{self.llm.fingerprint}"
+
+    @property
+    def deep_vector_space(self) -> str | None:
+        return self.offline.deep_vector_space
+
+    def run_deadline_s(self) -> float | None:
+        return self.llm.run_deadline_s()
+
+    @property
+    def llm_budget(self) -> tuple[int, int] | None:
+        return self.llm.llm_budget
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        return _judge_by_newer(self, pairs)
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
+        """The LLM's usage only: the offline judge's work costs no call."""
+        offline, _ = self.offline.judge_requests(requests, advance, vectors)
+        unsure = [[k for k, judgment in enumerate(judgments) if judgment.near is not None] for judgments in offline]
+        asks = [JudgeRequest(request.new, tuple(request.candidates[k] for k in ks), tuple(request.when[k] for k in ks))
+                for request, ks in zip(requests, unsure, strict=True) if ks]
+        answers, usage = self.llm.judge_requests(asks) if asks else ([], ChatUsage())
+        answered = iter(answers)
+        results = []
+        for judgments, ks in zip(offline, unsure, strict=True):
+            weighed = list(judgments)
+            if ks:
+                for k, answer in zip(ks, next(answered), strict=True):
+                    weighed[k] = weigh(judgments[k], answer)
+            results.append(weighed)
+        return results, usage
+
+    def fuse(self, texts: Sequence[str], label: Label,
+             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+        return self.llm.fuse(texts, label, dates)

@@ -189,14 +189,15 @@ def cached_judgments(tx: ManagedTransaction, tenant: str, keys: Sequence[str]) -
     result = tx.run(
         "UNWIND $keys AS key MATCH (j:DedupJudgment {user_name: $tenant, id: key}) "
         "RETURN j.id AS key, j.label AS label, j.reason AS reason, j.near AS near, "
-        "j.near_probability AS near_probability",
+        "j.near_probability AS near_probability, j.stage AS stage, j.routed AS routed",
         tenant=tenant, keys=list(keys),
     )
     return {record["key"]: record.data() for record in result}
 
 
 def store_judgments(tx: ManagedTransaction, tenant: str, rows: Sequence[dict[str, Any]]) -> None:
-    """Cache rows (key, label, reason, judge, judged_at); never stored for failed judgments."""
+    """Cache rows (key, label, reason, judge, stage that decided, routed, judged_at); never stored
+    for failed or deferred judgments."""
     tx.run(
         "UNWIND $rows AS row MERGE (j:DedupJudgment {user_name: $tenant, id: row.key}) "
         "ON CREATE SET j += row",

@@ -6,6 +6,9 @@ from typing import Literal, get_args
 Label = Literal["redundant", "contradictory", "independent"]
 LABELS: tuple[str, ...] = get_args(Label)
 
+Stage = Literal["offline", "llm"]
+"""Which judge decided a pair: the offline model, or the LLM (all pairs, or those routed to it)."""
+
 ModelKind = Literal["accurate", "fast"]
 """Which shipped offline judge model decides (mem_assets/dedup/offline_judge_model.py)."""
 

@@ -55,12 +55,14 @@ def queued(unresolved: Sequence[Unresolved], texts: dict[str, str], scores: dict
 
 def unsure_pairs(judgments: pd.DataFrame, run_id: str | None) -> list[dict[str, Any]]:
     """Pending review rows for the pairs judged independent within the review band (columns of
-    ``relation_judgments``: ids, texts, score, label, near, near_probability); pairs the user
-    already answered carry the answer's reason and are not queued again."""
+    ``relation_judgments``: ids, texts, score, label, near, near_probability): those no LLM
+    settled — none configured, its answer not supported by the offline evidence, or not given
+    (failure, budget; such a pair is also judged again by the next run). Pairs the user already
+    answered carry the answer's reason and are not queued again."""
     if judgments.empty or "near" not in judgments:
         return []
     rows = judgments[judgments["near"].notna() & (judgments["label"] == "independent")
-                     & (judgments["reason"] != REVIEWED) & ~judgments["failed"].astype(bool)]
+                     & (judgments["reason"] != REVIEWED)]
     return [{"id": review_key(row.left_text, row.right_text), "status": "pending", "origin": "unsure",
              "first_id": row.left_id, "second_id": row.right_id, "first_text": row.left_text,
              "second_text": row.right_text, "suggested": row.near, "run_id": run_id,
