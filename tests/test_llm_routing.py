@@ -1,0 +1,177 @@
+"""Routing and budget of the LLM judge, through the pipeline on the real Neo4j and real HTTP to
+the local fake server: the offline judge decides every pair, only the pairs in its uncertain band
+reach the LLM (one call per new memory with just those candidates), a per-run budget caps the
+calls and leaves the rest, unmerged and unchecked, for the next run, and a rerun with nothing new
+makes no call."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from mem_assets.dedup.pair_judge import OfflineJudge, OpenAIJudge, RoutedJudge
+from mem_resources.llm import OpenAIChatResource
+from mem_resources.settings import Settings
+from tests.support.fake_openai import chat_answer, fake_openai_server
+from tests.test_dedup import metadata, nodes, run_dedup, write_items
+
+#: Pairs the shipped accurate judge is unsure of (left independent at P(redundant) 0.84, about 0.5
+#: and about 0.5: within the band below its 0.88 threshold) among pairs it decides clearly (a
+#: repeat at P 0.99, a move at P(contradictory) 1.00, unrelated facts the gate closes).
+TEXTS = ["The user likes green tea.", "The user lives in Berlin.", "The user has two kids.",
+         "The user goes running to clear her head.", "The user reads books before bed.",
+         "The user drinks green tea every morning.", "The user now lives in Paris.",
+         "The user has two children.", "The user goes jogging to unwind.", "The user reads a book every night."]
+BAND = 0.45
+"""Wider than the default 0.15, so that three new memories have uncertain pairs."""
+
+
+def _llm(base_url: str, **budget: int) -> OpenAIJudge:
+    return OpenAIJudge(chat=OpenAIChatResource(base_url=base_url, model="test-model", timeout_s=10.0, max_retries=0),
+                       max_concurrency=1, **budget)
+
+
+def _routed(base_url: str, **budget: int) -> RoutedJudge:
+    return RoutedJudge(offline=OfflineJudge(review_band=BAND), llm=_llm(base_url, **budget))
+
+
+def _asked(body: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
+    """(new memory, candidate texts) of a judge request; None for a fuse request."""
+    data = json.loads(body["messages"][1]["content"])
+    if "new_memory" not in data:
+        return None
+    return data["new_memory"]["text"], frozenset(c["text"] for c in data["candidates"])
+
+
+def _redundant(body: dict[str, Any]) -> tuple[int, Any]:
+    """Judges every candidate a repeat; fuses by refusing (the run keeps a carrying source or
+    keeps the group apart)."""
+    data = json.loads(body["messages"][1]["content"])
+    if "new_memory" not in data:
+        return 200, chat_answer(json.dumps({"reason": "keep both", "reconcilable": False, "merged": None}))
+    return 200, chat_answer(json.dumps({"judgments": [
+        {"id": c["id"], "reason": "same fact", "relation": "redundant"} for c in data["candidates"]]}),
+        prompt_tokens=100, completion_tokens=20)
+
+
+def _unsure(neo4j_pairs: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """By new memory text, the candidate texts the offline judge alone leaves in its band."""
+    texts = neo4j_pairs.set_index("left_id")["left_text"].to_dict() | \
+        neo4j_pairs.set_index("right_id")["right_text"].to_dict()
+    pairs = [(row.left_text, row.right_text) for row in neo4j_pairs.itertuples()]
+    judged, _ = OfflineJudge(review_band=BAND).judge_pairs(pairs)
+    unsure: dict[str, set[str]] = {}
+    for row, judgment in zip(neo4j_pairs.itertuples(), judged, strict=True):
+        if judgment.near is not None:
+            other = row.left_id if row.new_id == row.right_id else row.right_id
+            unsure.setdefault(texts[row.new_id], set()).add(texts[other])
+    return {new: frozenset(candidates) for new, candidates in unsure.items()}
+
+
+def test_only_uncertain_pairs_reach_the_llm_one_call_per_new_memory(neo4j, instance, tenant):
+    write_items(neo4j, tenant, TEXTS)
+    with fake_openai_server() as server:
+        server.chat = _redundant
+        result = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url))
+        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        before = len(server.chat_calls())
+        again = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url))
+        calls_again = len(server.chat_calls()) - before
+
+    pairs = result.output_for_node("dedup_candidates")
+    unsure = _unsure(pairs)
+    assert len(unsure) >= 2 and sum(map(len, unsure.values())) < len(pairs)  # some clear, some not
+    # One request per new memory with an uncertain pair, carrying exactly its uncertain candidates.
+    assert len(asked) == len(unsure) and dict(asked) == unsure
+    judged = result.output_for_node("relation_judgments")
+    routed = judged[judged["routed"]]
+    assert len(routed) == sum(map(len, unsure.values()))
+    assert set(judged.loc[~judged["routed"], "stage"]) == {"offline"}
+    clear = judged[~judged["routed"]]
+    assert {"redundant", "contradictory"} <= set(clear["label"])  # decided offline, never asked
+
+    meta = metadata(result, "relation_judgments")
+    assert meta["llm_calls"] == meta["judge_calls"] == len(asked)
+    assert meta["pairs_routed_to_llm"] == len(routed)
+    assert meta["decided_llm"] + meta["decided_offline"] == len(judged)
+    # The LLM answered "redundant": applied where the offline doubt was about a repeat.
+    changed = routed[routed["label"] == "redundant"]
+    assert meta["llm_changed"] == len(changed) > 0 and set(changed["stage"]) == {"llm"}
+    assert meta["prompt_tokens"] == 100 * len(asked) and meta["completion_tokens"] == 20 * len(asked)
+    assert meta["llm_calls_left"] == "no limit"
+    assert meta["judge_calls_per_new_node"] == round(len(asked) / metadata(result, "dedup_candidates")
+                                                     ["unchecked_nodes"], 3)
+
+    # The cache records which stage decided; a rerun with nothing new asks nothing.
+    with neo4j.session() as session:
+        stages = session.run("MATCH (j:DedupJudgment {user_name: $t}) RETURN j.stage AS stage, "
+                             "j.routed AS routed", t=tenant).data()
+    assert {row["stage"] for row in stages} == {"offline", "llm"}
+    assert sum(bool(row["routed"]) for row in stages) == len(routed)
+    assert calls_again == 0 and metadata(again, "relation_judgments")["llm_calls"] == 0
+
+
+def test_route_all_sends_every_pair(neo4j, instance, tenant):
+    write_items(neo4j, tenant, TEXTS)
+    with fake_openai_server() as server:
+        server.chat = lambda body: (200, chat_answer(json.dumps({"judgments": [
+            {"id": c["id"], "reason": "different", "relation": "independent"}
+            for c in json.loads(body["messages"][1]["content"])["candidates"]]})))
+        result = run_dedup(neo4j, tenant, instance, judge=_llm(server.base_url))
+        asked = [_asked(body) for body in server.chat_calls()]
+    pairs = result.output_for_node("dedup_candidates")
+    assert len(asked) == pairs["new_id"].nunique()
+    assert sum(len(candidates) for _, candidates in asked) == len(pairs)
+    meta = metadata(result, "relation_judgments")
+    assert meta["decided_llm"] == len(pairs) and meta["decided_offline"] == 0
+
+
+def test_a_budget_of_one_call_makes_one_and_the_next_run_takes_up_the_rest(neo4j, instance, tenant):
+    ids = write_items(neo4j, tenant, TEXTS)
+    with fake_openai_server() as server:
+        server.chat = _redundant
+        capped = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url, max_calls_per_run=1))
+        first = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        before = len(server.chat_calls())
+        graph = nodes(neo4j, tenant)
+        taken = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url, max_calls_per_run=10))
+        second = [a for a in map(_asked, server.chat_calls()[before:]) if a is not None]
+
+    assert len(first) == 1
+    meta = metadata(capped, "relation_judgments")
+    assert meta["llm_calls"] == 1 and meta["llm_calls_left"] == 0
+    assert meta["over_budget_nodes"] >= 1 and meta["over_budget_pairs"] >= meta["over_budget_nodes"]
+    judged = capped.output_for_node("relation_judgments")
+    waiting = judged[judged["over_budget"]]
+    assert len(waiting) == meta["over_budget_pairs"] and set(waiting["label"]) == {"independent"}
+    assert not waiting["cached"].any()
+    # Nothing merged for them: both sides still activated and unchecked.
+    for row in waiting.itertuples():
+        for node in (row.left_id, row.right_id):
+            assert graph[node]["status"] == "activated" and "dedup_checked_at" not in graph[node]
+    left_over = {graph[i]["memory"] for i in set(waiting["left_id"]) | set(waiting["right_id"])}
+
+    # The next run, with budget, asks about exactly what was left.
+    assert len(second) == meta["over_budget_nodes"]
+    assert {new for new, _ in second} | {c for _, cs in second for c in cs} <= left_over
+    again = metadata(taken, "relation_judgments")
+    assert again["over_budget_nodes"] == 0 and again["llm_calls"] == len(second)
+    assert all("dedup_checked_at" in n for n in nodes(neo4j, tenant).values() if n["id"] in ids
+               and n["status"] == "activated")
+
+
+def test_settings_default_to_routing_with_a_budget(monkeypatch: pytest.MonkeyPatch):
+    from mem_assets.resources import build_judge
+
+    for name in ("MEMTEND_LLM_ROUTE", "MEMTEND_LLM_MAX_CALLS_PER_RUN", "MEMTEND_LLM_MAX_TOKENS_PER_RUN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMTEND_LLM", "openai")
+    routed = build_judge(Settings(), in_dagster=False)
+    assert isinstance(routed, RoutedJudge) and routed.llm_budget == (1000, 2_000_000)
+    monkeypatch.setenv("MEMTEND_LLM_ROUTE", "ALL")
+    monkeypatch.setenv("MEMTEND_LLM_MAX_CALLS_PER_RUN", "0")
+    every = build_judge(Settings(), in_dagster=False)
+    assert isinstance(every, OpenAIJudge) and every.llm_budget == (0, 2_000_000)
