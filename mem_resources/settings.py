@@ -18,9 +18,10 @@ from mem_resources.graph_schema_adapter import GraphSchema
 DEFAULT_BACKUP_DIR = "data/backups"
 DEFAULT_TTL_S = 60.0
 DEFAULT_WAIT_S = 3600.0
-#: The offline judge queues for review the pairs it left independent whose P(redundant) or
-#: P(contradictory) is at least that label's threshold minus this (judge-v13's thresholds are
-#: 0.88 redundant, 0.64 contradictory: 0.15 reviews P(redundant) >= 0.73, P(contradictory) >= 0.49).
+#: The uncertain band: pairs the offline judge left independent whose P(redundant) or
+#: P(contradictory) is at least that label's threshold minus this go to the LLM when one is
+#: configured, and to the review queue when none settled them (judge-v13's thresholds are 0.88
+#: redundant, 0.64 contradictory: 0.15 takes P(redundant) >= 0.73, P(contradictory) >= 0.49).
 DEFAULT_REVIEW_BAND = 0.15
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
