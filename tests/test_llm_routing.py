@@ -175,3 +175,18 @@ def test_settings_default_to_routing_with_a_budget(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("MEMTEND_LLM_MAX_CALLS_PER_RUN", "0")
     every = build_judge(Settings(), in_dagster=False)
     assert isinstance(every, OpenAIJudge) and every.llm_budget == (0, 2_000_000)
+
+
+def test_the_token_budget_stops_new_calls_once_spent():
+    from mem_assets.dedup.llm_judge_prompt import JudgeRequest, MemoryRef
+
+    requests = [JudgeRequest(MemoryRef(f"The user visited city number {i}."),
+                             (MemoryRef("The user likes to travel."),), ("older",)) for i in range(4)]
+    with fake_openai_server() as server:
+        server.chat = _redundant  # 120 tokens a call
+        results, usage = _llm(server.base_url, max_tokens_per_run=150).judge_requests(requests)
+        calls = len(server.chat_calls())
+    # 0 then 120 tokens spent are under 150: two calls; 240 is not: the rest wait.
+    assert calls == usage.calls == 2 and usage.prompt_tokens + usage.completion_tokens == 240
+    assert [r[0].label for r in results[:2]] == ["redundant", "redundant"]
+    assert all(r[0].over_budget and r[0].deferred and r[0].label == "independent" for r in results[2:])
