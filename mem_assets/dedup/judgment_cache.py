@@ -103,7 +103,8 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                 stored_vectors: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None) -> JudgingReport:
     """Label each pair (columns left_id, right_id, left_text, right_text; optionally new_id,
     left_at, right_at, other_when). ``near``/``near_probability``: the label an independent pair
-    nearly got (``Judgment.near``), cached with the label.
+    nearly got (``Judgment.near``), cached with the label, as are ``stage`` (who decided; None for
+    judgments cached before stages were recorded) and ``routed``.
 
     Identical text pairs share one judgment; ``lookup`` returns cached judgments by key. Failed
     and deferred judgments are returned (label independent) but never offered for caching.
@@ -141,7 +142,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
         if key in cached:
             hit = cached[key]
             rows.append((left, right, hit["label"], hit["reason"], True, False, False, key,
-                         hit.get("near"), hit.get("near_probability"), hit.get("stage") or "offline",
+                         hit.get("near"), hit.get("near_probability"), hit.get("stage"),
                          bool(hit.get("routed")), False))
         else:
             verdict = fresh[key]
