@@ -188,5 +188,5 @@ def test_the_token_budget_stops_new_calls_once_spent():
         calls = len(server.chat_calls())
     # 0 then 120 tokens spent are under 150: two calls; 240 is not: the rest wait.
     assert calls == usage.calls == 2 and usage.prompt_tokens + usage.completion_tokens == 240
-    assert [r[0].label for r in results[:2]] == ["redundant", "redundant"]
+    assert not any(r[0].deferred or r[0].failed for r in results[:2])  # answered (the offline veto may overrule)
     assert all(r[0].over_budget and r[0].deferred and r[0].label == "independent" for r in results[2:])
