@@ -18,6 +18,7 @@ from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.local_servers import neo4j as local_neo4j
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
+from tests.support.fake_openai import FakeOpenAI, fake_openai_server
 
 JUDGE_HELDOUT = Path(__file__).resolve().parents[1] / "research" / "data" / "judge" / "heldout.jsonl"
 
@@ -76,3 +77,10 @@ def judge_heldout_score(tmp_path_factory: pytest.TempPathFactory, worker_id: str
         if not shared.is_file():
             shared.write_text(json.dumps(compute()), "utf-8")
         return json.loads(shared.read_text("utf-8"))
+
+
+@pytest.fixture
+def model() -> Iterator[FakeOpenAI]:
+    """A local OpenAI-compatible server for one test; the test scripts its answers over HTTP."""
+    with fake_openai_server() as server:
+        yield server

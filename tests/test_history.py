@@ -7,28 +7,19 @@ the test scripts (tests/test_resolution.py's ``ScriptedModel``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import pytest
 from typer.testing import CliRunner
 
 from mem_assets.cli import app
 from mem_assets.dedup import queries
 from mem_assets.dedup.review_queue import answer
 from mem_assets.dedup.undo import undo
-from tests.support.fake_openai import FakeOpenAI, fake_openai_server
 from tests.support.pipeline import write_inbox_file
 from tests.test_resolution import _contradicts, _item
 from tests.test_undo_review import CATS, CATS_AGAIN, NEW, OLD, RELATIONS, TWINS_A, TWINS_B, _dedup, _seed
 
 #: An event line: two spaces, its ISO date, two spaces, what happened.
 EVENT = re.compile(r"^  (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^ ]*)  (.+)$")
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with fake_openai_server() as server:
-        yield server
 
 
 def _ids(neo4j, tenant) -> dict[str, str]:

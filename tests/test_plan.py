@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -28,7 +27,6 @@ from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.tenant_lock import TenantIncomplete, incomplete_operation, refuse_if_incomplete
-from tests.support.fake_openai import FakeOpenAI, fake_openai_server
 from tests.support.pipeline import base_resources, materialize_partition, write_inbox_file
 from tests.test_resolution import ScriptedModel, _contradicts, _item
 
@@ -42,12 +40,6 @@ REORG = CandidatesConfig(min_group_size=3)
 RUN_CONFIG = {"ops": {"dedup_candidates": {"config": {"threshold": -1.0}},
                       "reorg_candidates": {"config": {"min_group_size": 3}}}}
 TOPICS = TopicVectorsResource(e5_languages=[], combined_languages=[])
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with fake_openai_server() as server:
-        yield server
 
 
 def _resources(neo4j, inbox, server) -> dict[str, Any]:

@@ -6,7 +6,6 @@ the newest in one run. The judge is an LLM over HTTP whose answers the test scri
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from mem_assets.ingest.assets import memory_items
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.memory_model import memory_id, payload_hash
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.fake_openai import FakeOpenAI, chat_answer, fake_openai_server
+from tests.support.fake_openai import FakeOpenAI, chat_answer
 from tests.support.pipeline import (
     base_resources,
     materialize_partition,
@@ -49,12 +48,6 @@ class ScriptedModel:
             {"id": c["id"], "reason": "scripted",
              "relation": self.relations.get(frozenset((new, c["text"])), "independent")}
             for c in data["candidates"]]}))
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with fake_openai_server() as server:
-        yield server
 
 
 def _run(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance, server: FakeOpenAI,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -25,7 +24,6 @@ from mem_assets.ingest.assets import memory_items
 from mem_assets.lifecycle.backup_codec import encode_properties
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.tenant_lock import TenantIncomplete, incomplete_operation, refuse_if_incomplete
-from tests.support.fake_openai import FakeOpenAI, fake_openai_server
 from tests.support.pipeline import base_resources, materialize_partition, write_inbox_file
 from tests.test_resolution import EVERY_PAIR, ScriptedModel, _contradicts, _item
 
@@ -33,12 +31,6 @@ OLD, NEW = "Rosa lives in Lisbon.", "Rosa lives in Porto."
 CATS, CATS_AGAIN = "Rosa is allergic to cats.", "Rosa has a cat allergy."
 TWINS_A, TWINS_B = "Rosa has two children.", "Rosa has three kids."
 RELATIONS = {**_contradicts(OLD, NEW), frozenset((CATS, CATS_AGAIN)): "redundant"}
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with fake_openai_server() as server:
-        yield server
 
 
 def _resources(neo4j, inbox, server) -> dict[str, Any]:
