@@ -161,6 +161,9 @@ def plan_tenant(neo4j: Neo4jResource, tenant: str, embedder: EmbedderResource, j
                      "dissolves them and places their last member again, which this plan does not show")
     if plan.failed or (len(judgments) and judgments["failed"].astype(bool).any()):
         notes.append("some judge or resolver calls failed: those pairs are judged again by the run")
+    if plan.left_out:
+        notes.append(f"{len(plan.left_out)} memories are left out of a merge (redundant with a member, "
+                     "not judged redundant with its survivor): they stay apart, checked by the run")
     if load.vectors_deferred:
         notes.append(f"{load.vectors_deferred} memories wait for their e5 vector until a later run")
     kinds = table["kind"].value_counts()

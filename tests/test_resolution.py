@@ -232,3 +232,46 @@ def test_a_chain_resolves_in_one_run_to_the_newest(neo4j, instance, tenant, tmp_
     history = json.loads(graph[c]["history"])
     assert [entry["memory"] for entry in history] == [a, b]
     assert graph[c]["version"] == 3
+
+
+@pytest.mark.parametrize("shape", ["chain", "star"])
+def test_a_merge_absorbs_only_memories_judged_redundant_with_its_survivor(neo4j, instance, tenant, tmp_path,
+                                                                           model, shape):
+    """C, checked by an earlier run, then A and B arrive. A chain A≈B, B≈C with A≉C (judged)
+    merges A and B into A, the most informative text; C, related to A only through B, stays
+    activated and apart, checked by the same run: a rerun changes nothing and asks the judge
+    nothing. A star A≈B, A≈C still merges all three."""
+    survivor, lives = "Mia lives in Oslo and works as a nurse.", "Mia lives in Oslo."
+    other = "Mia works in Oslo." if shape == "chain" else "Mia works as a nurse."
+    inbox = tmp_path / "inbox"
+    relations = {frozenset((survivor, lives)): "redundant",
+                 frozenset((lives, other) if shape == "chain" else (survivor, other)): "redundant"}
+    write_inbox_file(inbox, tenant, "earlier.jsonl", [_item(other, "2026-03-05T10:00:00Z")])
+    _run(neo4j, tenant, instance, model, inbox, relations)
+    assert _nodes(neo4j, tenant)[other].get("dedup_checked_at") is not None
+    write_inbox_file(inbox, tenant, "later.jsonl", [_item(lives, "2026-03-01T10:00:00Z"),
+                                                     _item(survivor, "2026-03-10T10:00:00Z")])
+
+    first = _run(neo4j, tenant, instance, model, inbox, relations)
+
+    def absorbed_only_what_was_judged_redundant() -> None:
+        for source, merged in _edges(neo4j, tenant, "MERGED_TO"):
+            assert source == merged or relations.get(frozenset((source, merged))) == "redundant", (source, merged)
+
+    absorbed_only_what_was_judged_redundant()
+    graph = _nodes(neo4j, tenant)
+    if shape == "star":
+        assert _edges(neo4j, tenant, "MERGED_TO") == {(t, survivor) for t in (survivor, lives, other)}
+        assert _meta(first, "merged_nodes")["left_out_of_merges"] == 0
+        return
+    assert _edges(neo4j, tenant, "MERGED_TO") == {(survivor, survivor), (lives, survivor)}
+    assert _meta(first, "merged_nodes")["left_out_of_merges"] == 1
+    assert graph[other]["status"] == "activated" and graph[other].get("dedup_checked_at") is not None
+    calls = len(model.chat_calls())
+
+    second = _run(neo4j, tenant, instance, model, inbox, relations)
+
+    assert len(model.chat_calls()) == calls
+    assert _meta(second, "dedup_candidates")["unchecked_nodes"] == 0
+    assert _meta(second, "merged_nodes")["merges"] == 0
+    assert _nodes(neo4j, tenant) == graph

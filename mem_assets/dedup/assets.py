@@ -235,6 +235,7 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         "resolver_failed": len(plan.failed),
         "unsupported_fusions": plan.unsupported_fusions,
         "redundant_kept_apart": plan.kept_apart,
+        "left_out_of_merges": len(plan.left_out),
         "nodes_marked_checked": len(checked),
         "resolver_calls": plan.usage.calls,
         "resolver_tokens": plan.usage.prompt_tokens + plan.usage.completion_tokens,

@@ -1,11 +1,14 @@
 """Turn judged pairs into resolutions: what to merge, what to supersede, what to leave (seed 000
 §4.2, §5.2).
 
-Redundant pairs are grouped (union-find) so a node repeated three times becomes one merged node
-in one step. Contradictions are then resolved between the groups' results: the judge's resolver
-either fuses them (a merge with update_type "conflict") or the newer one wins (supersede); one
-nothing orders, or one the judgments themselves make doubtful, stays unresolved. What a merge
-writes is in ``merging``; which memory is newer, and what a supersede writes, in ``superseding``.
+Redundant pairs are grouped so a node repeated three times becomes one merged node in one step,
+but a memory joins a group only when it was judged redundant with the group's survivor itself
+(``redundant_stars``): a chain A≈B, B≈C with A≉C never folds C into A; C stays apart, decided by
+the same run (precision first: a later memory can still match it). Contradictions are then
+resolved between the groups' results: the judge's resolver either fuses them (a merge with
+update_type "conflict") or the newer one wins (supersede); one nothing orders, or one the
+judgments themselves make doubtful, stays unresolved. What a merge writes is in ``merging``;
+which memory is newer, and what a supersede writes, in ``superseding``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from itertools import combinations
 
 import pandas as pd
 
-from mem_assets.dedup.merging import MergePlan, merged_id
+from mem_assets.dedup.merging import MergePlan, informativeness, merged_id
 from mem_assets.dedup.pair_judge import Fusion, Label
 from mem_assets.dedup.superseding import Recency, SupersedePlan, compare, recency
 from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
@@ -46,6 +49,9 @@ class Plan:
     unsupported_fusions: int = 0
     #: groups called redundant that no text carries whole: not merged, both kept
     kept_apart: int = 0
+    #: memories judged redundant with a merged group's member but not with its survivor: left
+    #: activated and apart, and checked like the rest of the run
+    left_out: list[str] = field(default_factory=list)
     usage: ChatUsage = field(default_factory=ChatUsage)
 
 
@@ -76,6 +82,39 @@ def _components(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, ...]]:
     for node in parent:
         groups.setdefault(find(node), []).append(node)
     return sorted(tuple(sorted(group)) for group in groups.values())
+
+
+def redundant_stars(pairs: Sequence[tuple[str, str]], texts: dict[str, str],
+                    recencies: dict[str, Recency]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Merge groups of the redundant ``pairs`` in which every member was judged redundant with
+    the survivor, and the members left out of every group.
+
+    Greedy per connected component: the survivor is the most informative remaining member
+    (``merging.informativeness``; on a tie the older, then the smaller id — the text the offline
+    fusion keeps, since it takes the first most informative text in order of recency); it takes
+    its direct redundant neighbours among the remaining members, and the rest is grouped again
+    the same way. A chain A≈B, B≈C with A≉C (or A, C never compared) whose survivor is A merges
+    A and B and leaves C out; a star A≈B, A≈C merges all three. A member whose turn comes with no
+    remaining neighbour is left out. Groups are (survivor, members...) sorted by id after the
+    survivor; left-out ids are sorted."""
+    neighbours: dict[str, set[str]] = defaultdict(set)
+    for a, b in pairs:
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    groups: list[tuple[str, ...]] = []
+    left_out: list[str] = []
+    for component in _components(pairs):
+        remaining = sorted(component, key=lambda n: (tuple(-x for x in informativeness(texts[n])),
+                                                     recencies[n], n))
+        while remaining:
+            survivor, *rest = remaining
+            members = [n for n in rest if n in neighbours[survivor]]
+            if members:
+                groups.append((survivor, *sorted(members)))
+            else:
+                left_out.append(survivor)
+            remaining = [n for n in rest if n not in neighbours[survivor]]
+    return groups, sorted(left_out)
 
 
 def _usable(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -141,7 +180,10 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
                      deadline: float | None = None, dialect: GraphDialect = SEED_DIALECT) -> Plan:
     """Plan merges and supersedes from judged pairs (columns left_id, right_id, label, failed).
 
-    Redundant pairs form groups (one merged node each). Contradictions between what the nodes
+    Redundant pairs form groups (one merged node each) of a survivor and the members judged
+    redundant with it (``redundant_stars``); a member left out of every group stays activated
+    and apart (``Plan.left_out`` when a memory it was judged redundant with merged): it was never
+    compared with the survivor, so this run decides to keep it. Contradictions between what the nodes
     stand for after those merges go from older to newer (``recency``); one the recency cannot
     order, or one the judgments make doubtful (``inconsistent_contradictions``), is left
     unresolved. Each contradiction is offered to ``fuse`` (an LLM may reconcile
@@ -181,7 +223,10 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
 
     recencies = {node_id: recency(node) for node_id, node in nodes.items()}
     representative: dict[str, _Side] = {}
-    for group in _components(pairs_of("redundant")):
+    redundant = pairs_of("redundant")
+    stars, left_out = redundant_stars(redundant, {n: nodes[n].memory for n in nodes}, recencies)
+    for star in stars:
+        group = tuple(sorted(star))
         members = sorted((_Side(n, nodes[n].memory, recencies[n]) for n in group),
                          key=lambda side: (side.at, side.id))
         fusion = ask(members, "redundant")
@@ -191,6 +236,9 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
         plan.merges.append(merge)
         for node in group:
             representative[node] = _Side(merge.merged_id, merge.text, members[-1].at)
+
+    plan.left_out = [node for node in left_out if any(
+        (a == node and b in representative) or (b == node and a in representative) for a, b in redundant)]
 
     def current(node_id: str) -> _Side:
         return representative.get(node_id, _Side(node_id, nodes[node_id].memory, recencies[node_id]))
@@ -212,7 +260,7 @@ def plan_resolutions(tenant: str, judgments: pd.DataFrame, nodes: dict[str, Memo
         ordered.append((side_a, side_b) if order < 0 else (side_b, side_a))
 
     related = {frozenset((current(a).id, current(b).id))
-               for a, b in pairs_of("redundant") + pairs_of("contradictory")}
+               for a, b in redundant + pairs_of("contradictory")}
     doubtful = inconsistent_contradictions([(o.id, n.id) for o, n in ordered], related)
     newer_than: dict[str, list[_Side]] = {}
     reasons: dict[tuple[str, str], str] = {}

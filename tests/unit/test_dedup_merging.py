@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 
 from mem_assets.dedup.merging import merged_id, merged_item
-from mem_assets.dedup.pair_judge import OfflineJudge
-from mem_assets.dedup.resolution_plan import plan_resolutions
-from mem_assets.dedup.superseding import superseded_survivor
+from mem_assets.dedup.pair_judge import Fusion, OfflineJudge
+from mem_assets.dedup.resolution_plan import held_back, plan_resolutions, redundant_stars
+from mem_assets.dedup.superseding import recency, superseded_survivor
+from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import (
     MemoryItem,
     MemoryMetadata,
@@ -40,6 +41,7 @@ def test_redundant_pairs_form_one_group_and_contradictions_keep_the_newer():
     old, new = _item("他住北京", 3), _item("他住上海", 4)
     nodes = {n.id: n for n in (a, b, c, old, new)}
     plan = plan_resolutions("t", _judgments([(a.id, b.id, "redundant", False),
+                                             (a.id, c.id, "redundant", False),
                                              (b.id, c.id, "redundant", False),
                                              (old.id, new.id, "contradictory", False)]),
                             nodes, OfflineJudge().fuse)
@@ -49,6 +51,71 @@ def test_redundant_pairs_form_one_group_and_contradictions_keep_the_newer():
     assert merge.merged_id == merged_id("t", [c.id, a.id, b.id])
     [supersede] = plan.supersedes
     assert (supersede.older, supersede.newer) == (old.id, new.id)
+
+
+MIA = _item("Mia lives in Oslo and works as a nurse.", 2)
+LIVES = _item("Mia lives in Oslo.", 0)
+WORKS_THERE = _item("Mia works in Oslo.", 1)
+NURSE = _item("Mia works as a nurse.", 1)
+
+
+def test_a_chain_merges_only_what_was_judged_redundant_with_the_survivor():
+    """A≈B, B≈C, A≉C: the survivor (the most informative, A) takes B; C, related to A only
+    through B, is left out: activated, apart, and not held back (checked by the same run)."""
+    nodes = {n.id: n for n in (MIA, LIVES, WORKS_THERE)}
+    for a_vs_c in (("independent",), ()):
+        rows = [(MIA.id, LIVES.id, "redundant", False), (LIVES.id, WORKS_THERE.id, "redundant", False),
+                *[(MIA.id, WORKS_THERE.id, label, False) for label in a_vs_c]]
+        plan = plan_resolutions("t", _judgments(rows), nodes, OfflineJudge().fuse)
+        [merge] = plan.merges
+        assert set(merge.sources) == {MIA.id, LIVES.id} and merge.text == MIA.memory
+        assert plan.left_out == [WORKS_THERE.id]
+        assert held_back([WORKS_THERE.id], _judgments(rows), plan, [], ["applied"]) == []
+
+
+def test_a_star_around_the_survivor_merges_whole():
+    nodes = {n.id: n for n in (MIA, LIVES, NURSE)}
+    plan = plan_resolutions("t", _judgments([(LIVES.id, MIA.id, "redundant", False),
+                                             (NURSE.id, MIA.id, "redundant", False),
+                                             (LIVES.id, NURSE.id, "independent", False)]),
+                            nodes, OfflineJudge().fuse)
+    [merge] = plan.merges
+    assert set(merge.sources) == {MIA.id, LIVES.id, NURSE.id} and merge.text == MIA.memory
+    assert plan.left_out == []
+
+
+def test_a_component_of_several_stars_is_split_greedily_and_deterministically():
+    """A chain of four: the most informative takes its neighbour, the rest forms its own group;
+    the same judgments in any row order give the same plan."""
+    a, b = _item("Mia lives in Oslo and works as a nurse at Ullevål.", 3), _item("Mia lives in Oslo.", 0)
+    c, d = _item("Mia works in Oslo at a hospital now.", 1), _item("Mia works at a hospital.", 2)
+    rows = [(a.id, b.id, "redundant", False), (b.id, c.id, "redundant", False),
+            (c.id, d.id, "redundant", False)]
+    nodes = {n.id: n for n in (a, b, c, d)}
+    plans = [plan_resolutions("t", _judgments(order), nodes, OfflineJudge().fuse)
+             for order in (rows, rows[::-1])]
+    assert plans[0] == plans[1]
+    assert sorted((set(m.sources), m.text) for m in plans[0].merges) == sorted(
+        [({a.id, b.id}, a.memory), ({c.id, d.id}, c.memory)])
+    assert plans[0].left_out == []
+    groups, left_out = redundant_stars([(a.id, b.id), (b.id, c.id), (c.id, d.id)],
+                                       {n.id: n.memory for n in nodes.values()},
+                                       {n.id: recency(n) for n in nodes.values()})
+    assert groups == [(a.id, b.id), (c.id, d.id)] and left_out == []
+
+
+def test_nothing_is_left_out_when_nothing_merged():
+    """When the survivor's group is not merged (no text carries it), no memory is left out of a
+    merge: every one stays as it is."""
+    nodes = {n.id: n for n in (MIA, LIVES, WORKS_THERE)}
+
+    def keep_apart(texts, label, dates=None):
+        return Fusion(None, "kept apart", apart=True), ChatUsage()
+
+    plan = plan_resolutions("t", _judgments([(MIA.id, LIVES.id, "redundant", False),
+                                             (LIVES.id, WORKS_THERE.id, "redundant", False)]),
+                            nodes, keep_apart)
+    assert not plan.merges and plan.left_out == [] and plan.kept_apart == 1
 
 
 def test_failed_judgments_never_plan_anything():
