@@ -12,10 +12,11 @@ judgments (``RECORDED``): the same candidate pairs, and every label the same exc
 judge on this CPU puts within ``NEAR`` of a threshold it decides by (at most ``MAX_FLIPS``). On a
 new CPU, run this test at the commit that recorded the values and add what it gives; any other
 change must leave the value of its CPU as it is. judge-v13 was recorded on the one CPU at hand
-(2026-12-03). The resolutions were recorded again (2026-12-04) when a memory began to join a merge
+(2026-12-03). The resolutions were recorded again (2026-12-05) when a memory began to join a merge
 only if judged redundant with its survivor: eight memories that old groups had absorbed through a
-middle member stay activated and unchecked, one group of four became two of two; the pairs and
-judgments, recorded on an Intel Xeon that gives the AMD record's exactly, did not change."""
+middle member (never compared with the survivor) stay activated and apart, checked by the same run,
+and one group of four became two of two; the pairs and judgments, recorded on an Intel Xeon that
+gives the AMD record's exactly, did not change."""
 
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ from mem_resources.neo4j_resource import Neo4jResource
 TENANT = "dedup_fingerprint"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EXPECTED = {
-    "eaafc9a567ad44f1c4d920590d3835c4752d5cffa129bc8e59a802b650ef92ec":
-        "AMD EPYC, family 26 model 2 (judge-v13, 2026-12-03; merge groups around their survivor, 2026-12-04) "
-        "and Intel Xeon, family 6 model 207 (the same pairs and judgments)",
+    "2c8249595ff041212ee450ace91bff3faf8f40f3a4044601df2f7a9633109419":
+        "Intel Xeon, family 6 model 207 (judge-v13; merge groups around their survivor, 2026-12-05); "
+        "AMD EPYC, family 26 model 2 gave the same pairs and judgments (judge-v13, 2026-12-03)",
 }
 RECORDED = Path(__file__).parent / "data" / "dedup_fingerprint_decisions.json"
 NEAR, MAX_FLIPS = 0.02, 3
