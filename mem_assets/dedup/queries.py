@@ -537,8 +537,8 @@ def resolutions_of_run(tx: ManagedTransaction, tenant: str, run_id: str) -> list
     return [record["r"] for record in result]
 
 
-def later_resolutions(tx: ManagedTransaction, tenant: str, resolution_id: str, result_id: str,
-                      sources: Sequence[str]) -> dict[str, list[str]]:
+def later_resolutions(tx: ManagedTransaction, tenant: str, resolution_id: str,
+                      result_id: str) -> dict[str, list[str]]:
     """Resolutions not undone, applied after this one, that retired its result, or that were
     resolved onto the same result."""
     record = tx.run(

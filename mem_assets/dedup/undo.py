@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import combinations
@@ -107,7 +106,7 @@ def _undo_one(tx: ManagedTransaction, tenant: str, resolution_id: str, undo_id: 
     if record["undone_at"] is not None:
         raise UndoError(f"resolution {resolution_id} was already undone ({record['undone_at']}, "
                         f"by {record['undone_by']})")
-    later = queries.later_resolutions(tx, tenant, record["id"], record["result"], record["sources"])
+    later = queries.later_resolutions(tx, tenant, record["id"], record["result"])
     if record["kind"] == "merge" and later["retired_result"]:
         raise UndoError(f"resolution {resolution_id}: its merged memory was resolved again later, by "
                         f"{', '.join(later['retired_result'])}; undo that first")
@@ -125,13 +124,11 @@ def _undo_one(tx: ManagedTransaction, tenant: str, resolution_id: str, undo_id: 
     survivor = {}
     if record["kind"] == "supersede":
         [older] = record["sources"]
-        survivor = {"history": restored_history(current[record["result"]].get("history"),
-                                                survivor_before.get("history"),
-                                                {**current[older], "id": older}, not later["same_result"]),
-                    "version": survivor_before.get("version") if not later["same_result"]
-                    else current[record["result"]].get("version"),
-                    "dedup_checked_at": survivor_before.get("dedup_checked_at") if not later["same_result"]
-                    else current[record["result"]].get("dedup_checked_at")}
+        last, now_survivor = not later["same_result"], current[record["result"]]
+        values = survivor_before if last else now_survivor
+        survivor = {"history": restored_history(now_survivor.get("history"), survivor_before.get("history"),
+                                                {**current[older], "id": older}, last),
+                    "version": values.get("version"), "dedup_checked_at": values.get("dedup_checked_at")}
     queries.undo_resolution(tx, tenant, record, before, json.loads(record["edges"]),
                             json.loads(record["twins"]), survivor, undo_id, now)
     record["survivor_text"] = _text(current[record["result"]])
@@ -183,8 +180,3 @@ def review_key(a: str, b: str) -> str:
     first, second = sorted((normalize_text(a), normalize_text(b)))
     return "review:" + hashlib.sha256(f"{first}\x1f{second}".encode()).hexdigest()
 
-
-def resolutions_table(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows to print or show: id, kind, result, text and sources' texts."""
-    return [{"id": r["id"], "kind": r["kind"], "run_id": r.get("run_id"), "result": r["result"],
-             "text": r["text"], "sources": " | ".join(r["source_texts"])} for r in records]
