@@ -108,13 +108,15 @@ def _known_or_exit(instance: dg.DagsterInstance, tenants: list[str], inbox_tenan
         raise typer.Exit(2)
 
 
-def _neo4j_or_exit(settings: Settings, verbose: bool) -> None:
+def _neo4j_or_exit(settings: Settings, verbose: bool, tenants: list[str]) -> dict[str, str]:
     """A graph that does not answer fails every run the same way: say so once, with the fix,
-    instead of a Dagster traceback per tenant (``--verbose`` prints the driver's traceback too)."""
+    instead of a Dagster traceback per tenant (``--verbose`` prints the driver's traceback too).
+    On the same connection: the ``tenants`` an undo or restore left half done (:func:`_incomplete`)."""
     neo4j = Neo4jResource.from_settings(settings)
     try:
         with neo4j.session():
             pass
+        return _incomplete(neo4j, tenants)
     except (DriverError, Neo4jError, ValueError) as exc:
         if verbose:
             typer.echo("".join(traceback.format_exception(exc)), err=True)
@@ -132,21 +134,17 @@ def _neo4j_or_exit(settings: Settings, verbose: bool) -> None:
         neo4j.close()
 
 
-def _incomplete(settings: Settings, tenants: list[str]) -> dict[str, str]:
+def _incomplete(neo4j: Neo4jResource, tenants: list[str]) -> dict[str, str]:
     """Tenants an undo or restore left half done, with the refusal naming the command that
     finishes each: said in one line instead of a failed run's traceback (the run refuses too)."""
     from mem_resources.tenant_lock import TenantIncomplete, refuse_if_incomplete
 
-    neo4j = Neo4jResource.from_settings(settings)
     refused = {}
-    try:
-        for tenant in tenants:
-            try:
-                refuse_if_incomplete(neo4j, tenant)
-            except TenantIncomplete as exc:
-                refused[tenant] = str(exc)
-    finally:
-        neo4j.close()
+    for tenant in tenants:
+        try:
+            refuse_if_incomplete(neo4j, tenant)
+        except TenantIncomplete as exc:
+            refused[tenant] = str(exc)
     return refused
 
 
@@ -175,12 +173,11 @@ def tend(
     if not chosen:
         typer.secho(f"No tenant folders in {inbox.root}.", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
-    _neo4j_or_exit(settings, verbose)
+    refused = _neo4j_or_exit(settings, verbose, chosen)
     instance = dg.DagsterInstance.get()
     for run_id in fail_dead_runs(instance):
         typer.echo(f"run {run_id}: its process died; marked failed", err=True)
     _known_or_exit(instance, chosen, inbox_tenants, create)
-    refused = _incomplete(settings, chosen)
     for tenant, reason in refused.items():
         typer.secho(f"{tenant}: refused: {reason}", fg=typer.colors.RED, err=True)
     chosen = [t for t in chosen if t not in refused]

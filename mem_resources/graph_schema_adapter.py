@@ -17,6 +17,7 @@ import re
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from neo4j import ManagedTransaction, Session
@@ -84,15 +85,20 @@ class GraphDialect(BaseModel):
 
     def cypher(self, query: str) -> str:
         """``query`` (written for seed 002) in this schema's identifiers."""
-        if not self.memos:
-            return query
-        query = _SEED_NODE_LABELS.sub(":" + MEMOS_LABEL, query)
-        query = _ADD_NODE_LABEL.sub(r"SET ", query)
-        query = _SEED_LABEL.sub(MEMOS_LABEL, query)
-        query = _HISTORY.sub("." + OWN_HISTORY_PROPERTY, query)
-        if not self.shared_embedding:
-            query = _EMBEDDING.sub("." + OWN_VECTOR_PROPERTY, query)
-        return query
+        return _memos_cypher(query, self.shared_embedding) if self.memos else query
+
+
+@lru_cache(maxsize=1024)
+def _memos_cypher(query: str, shared_embedding: bool) -> str:
+    """The MemOS rewrite, cached: the domains send the same few hundred query texts again and
+    again, so each is rewritten once per process rather than on every run of it."""
+    query = _SEED_NODE_LABELS.sub(":" + MEMOS_LABEL, query)
+    query = _ADD_NODE_LABEL.sub(r"SET ", query)
+    query = _SEED_LABEL.sub(MEMOS_LABEL, query)
+    query = _HISTORY.sub("." + OWN_HISTORY_PROPERTY, query)
+    if not shared_embedding:
+        query = _EMBEDDING.sub("." + OWN_VECTOR_PROPERTY, query)
+    return query
 
 
 SEED_DIALECT = GraphDialect()
