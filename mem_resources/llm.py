@@ -9,6 +9,7 @@ failure means (for the judge: nothing merged, the node stays unchecked).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -55,6 +56,36 @@ class ChatUsage:
         self.unparsable += other.unparsable
         self.deferred += other.deferred
         self.failure_kinds.update(other.failure_kinds)
+
+
+@dataclass
+class CallBudget:
+    """A run's LLM budget (0: no limit), shared by the domains that ask a model (the dedup judge,
+    topic placement). A request starts only while calls made plus calls in flight are under
+    ``calls`` and tokens spent are under ``tokens``; what a started request spends (its one retry,
+    its tokens) is counted when it ends, so the token limit, and with a retry the call limit, can
+    be passed by what requests already in flight spend."""
+
+    calls: int
+    tokens: int
+    spent_calls: int = 0
+    spent_tokens: int = 0
+    in_flight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self) -> bool:
+        with self.lock:
+            if ((self.calls and self.spent_calls + self.in_flight >= self.calls)
+                    or (self.tokens and self.spent_tokens >= self.tokens)):
+                return False
+            self.in_flight += 1
+            return True
+
+    def settle(self, usage: ChatUsage) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            self.spent_calls += usage.calls
+            self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
 
 
 class CallFailed(Exception):

@@ -12,7 +12,6 @@ cannot be read or does not validate, even after one more try — yields ``failed
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -40,7 +39,7 @@ from mem_assets.dedup.merging import carries, carrying_source, informativeness
 from mem_assets.dedup.relations import Label, ModelKind, Stage
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
-from mem_resources.llm import ChatUsage, OpenAIChatResource
+from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
 from mem_resources.settings import DEFAULT_MODELS_DIR, DEFAULT_REVIEW_BAND
 from mem_resources.text import unsupported_words
 
@@ -125,35 +124,6 @@ def _judge_by_newer(judge: JudgeResource, pairs: Sequence[tuple[str, str]]) -> t
         for position, judgment in zip(positions, judgments, strict=True):
             judged[position] = judgment
     return [j for j in judged if j is not None], usage
-
-
-@dataclass
-class _Budget:
-    """A run's LLM budget (0: no limit). A request starts only while calls made plus calls in
-    flight are under ``calls`` and tokens spent are under ``tokens``; what a started request
-    spends (its one retry, its tokens) is counted when it ends, so the token limit, and with a
-    retry the call limit, can be passed by what requests already in flight spend."""
-
-    calls: int
-    tokens: int
-    spent_calls: int = 0
-    spent_tokens: int = 0
-    in_flight: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def take(self) -> bool:
-        with self.lock:
-            if ((self.calls and self.spent_calls + self.in_flight >= self.calls)
-                    or (self.tokens and self.spent_tokens >= self.tokens)):
-                return False
-            self.in_flight += 1
-            return True
-
-    def settle(self, usage: ChatUsage) -> None:
-        with self.lock:
-            self.in_flight -= 1
-            self.spent_calls += usage.calls
-            self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
 
 
 class JudgeResource(ConfigurableResource, ABC):
@@ -322,7 +292,7 @@ class OpenAIJudge(JudgeResource):
                        vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         client = self.chat.client()
         deadline = time.monotonic() + self.deadline_s
-        budget = _Budget(self.max_calls_per_run, self.max_tokens_per_run)
+        budget = CallBudget(self.max_calls_per_run, self.max_tokens_per_run)
 
         def one(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
             count = len(request.candidates)
