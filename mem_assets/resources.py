@@ -16,6 +16,7 @@ from mem_assets.context_graph.resources import ContextProfiles
 from mem_assets.dedup.pair_judge import JudgeResource, OfflineJudge, OpenAIJudge, RoutedJudge
 from mem_assets.ingest.inbox import InboxResource
 from mem_assets.lifecycle.backup_storage import BackupStorage
+from mem_assets.reorg.llm_placement import LLMPlacer, OfflinePlacer, TopicPlacerResource
 from mem_assets.reorg.summarizers import (
     ExtractiveSummarizer,
     LLMSummarizer,
@@ -111,6 +112,16 @@ def build_summarizer(settings: Settings) -> SummarizerResource:
     return ExtractiveSummarizer()
 
 
+def build_topic_placer(settings: Settings) -> TopicPlacerResource:
+    """With ``MEMTEND_LLM=openai`` the chat model places the memories offline placement is unsure
+    of, under the same per-run limits as the judge; else offline placement alone."""
+    if settings.llm != "openai":
+        return OfflinePlacer()
+    return LLMPlacer(chat=build_chat(settings), band=settings.topic_llm_band, topics=settings.topic_llm_topics,
+                     batch_size=settings.topic_llm_batch, max_calls_per_run=settings.llm_max_calls_per_run,
+                     max_tokens_per_run=settings.llm_max_tokens_per_run)
+
+
 def build_topic_vectors(settings: Settings) -> TopicVectorsResource:
     return TopicVectorsResource(e5_languages=settings.e5_languages, combined_languages=settings.combined_languages,
                                 cross_language=settings.topic_cross_language, thresholds_file=settings.topic_thresholds)
@@ -125,6 +136,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "judge": build_judge(settings),
         "inbox": InboxResource(root=settings.inbox, quarantine_dir=settings.quarantine),
         "summarizer": build_summarizer(settings),
+        "topic_placer": build_topic_placer(settings),
         "topic_vectors": build_topic_vectors(settings),
         "backups": BackupStorage(root=settings.backup_dir),
         "context_profiles": ContextProfiles(config_file=settings.context_config or ""),

@@ -24,6 +24,11 @@ DEFAULT_WAIT_S = 3600.0
 #: redundant, 0.64 contradictory: 0.15 takes P(redundant) >= 0.73, P(contradictory) >= 0.49).
 DEFAULT_REVIEW_BAND = 0.15
 
+#: Topic placement's uncertain band: with an LLM configured, a memory offline placement put in an
+#: existing topic by a cosine margin under this over the best topic of another theme (or left
+#: unplaced) is placed by the LLM. Provisional: not yet chosen on the tuning splits.
+DEFAULT_TOPIC_LLM_BAND = 0.05
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"
 
@@ -145,6 +150,17 @@ class Settings(BaseSettings):
         default=2_000_000, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_TOKENS_PER_RUN"),
         description="Prompt + completion tokens the LLM judge may spend in one run of a tenant; no "
                     "call starts once they are spent (calls in flight finish); 0: no limit.")
+    topic_llm_band: float = Field(
+        default=DEFAULT_TOPIC_LLM_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_TOPIC_LLM_BAND"),
+        description="With MEMTEND_LLM=openai: a memory that fits no existing topic, or that offline placement "
+                    "put in one by a cosine margin under this over another theme, is placed by the LLM among "
+                    "its nearest topics (or \"new\"); 0: only the memories no topic fits.")
+    topic_llm_topics: int = Field(
+        default=5, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_TOPICS"),
+        description="Nearest existing topics offered to the LLM per uncertain memory.")
+    topic_llm_batch: int = Field(
+        default=8, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_BATCH"),
+        description="Uncertain memories (of one memory type and language) asked about in one LLM call.")
 
     tenant_lock_ttl_s: float = Field(
         default=DEFAULT_TTL_S, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),

@@ -12,6 +12,7 @@ from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_assets.definitions import tenant_pipeline
 from mem_assets.ingest.inbox import InboxResource
 from mem_assets.reorg import queries
+from mem_assets.reorg.llm_placement import OfflinePlacer
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.embedder import HashingEmbedder
@@ -26,6 +27,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "inbox" / "al
 def _resources(neo4j: Neo4jResource, inbox: Path, quarantine: Path) -> dict:
     return {"neo4j": neo4j, "embedder": HashingEmbedder(dimension=neo4j.embedding_dimension),
             "judge": OfflineJudge(), "summarizer": ExtractiveSummarizer(), "topic_vectors": TopicVectorsResource(),
+            "topic_placer": OfflinePlacer(),
             "inbox": InboxResource(root=str(inbox), quarantine_dir=str(quarantine)),
             "context_profiles": ContextProfiles(),
             "io_manager": TableIOManager(base_path=str(quarantine.parent / "tables"))}

@@ -23,6 +23,7 @@ from mem_assets.ingest.assets import memory_items
 from mem_assets.lifecycle.backup_codec import encode_properties
 from mem_assets.planning import PLAN_COLUMNS, plan_tenant
 from mem_assets.reorg.assets import CandidatesConfig, memory_clusters, reorg_candidates, summary_parents
+from mem_assets.reorg.llm_placement import OfflinePlacer
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.llm import OpenAIChatResource
@@ -45,7 +46,8 @@ TOPICS = TopicVectorsResource(e5_languages=[], combined_languages=[])
 def _resources(neo4j, inbox, server) -> dict[str, Any]:
     return {**base_resources(neo4j, inbox, inbox.parent / "quarantine"),
             "judge": OpenAIJudge(chat=OpenAIChatResource(base_url=server.base_url, max_retries=0)),
-            "topic_vectors": TOPICS, "summarizer": ExtractiveSummarizer()}
+            "topic_vectors": TOPICS, "summarizer": ExtractiveSummarizer(),
+            "topic_placer": OfflinePlacer()}
 
 
 def fingerprint(neo4j, tenant) -> str:

@@ -18,6 +18,7 @@ import pytest
 from mem_assets.dedup import queries as dedup_queries
 from mem_assets.ingest.assets import memory_items
 from mem_assets.ingest.inbox import InboxResource
+from mem_assets.reorg.llm_placement import OfflinePlacer
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_space import language
 from mem_resources import memory_queries
@@ -46,7 +47,7 @@ def _ingest_and_reorganize(neo4j, tenant, instance, tmp_path, batch: int, run_co
         {"memory": row["text"], "memory_type": "LongTermMemory", "created_at": f"2026-11-0{batch}T08:00:00Z"}
         for row in _items(batch)])
     resources = {"neo4j": neo4j, "embedder": EMBEDDER, "summarizer": ExtractiveSummarizer(),
-                 "topic_vectors": TOPIC_VECTORS,
+                 "topic_vectors": TOPIC_VECTORS, "topic_placer": OfflinePlacer(),
                  "inbox": InboxResource(root=str(inbox), quarantine_dir=str(tmp_path / "q"))}
     result = materialize_partition([memory_items, *REORG_ASSETS], tenant, instance, resources, run_config)
     assert result.success
@@ -56,7 +57,7 @@ def _ingest_and_reorganize(neo4j, tenant, instance, tmp_path, batch: int, run_co
 def _reorganize(neo4j, tenant, instance, run_config=None):
     result = dg.materialize(REORG_ASSETS, partition_key=tenant, instance=instance, run_config=run_config or {},
                             resources={"neo4j": neo4j, "embedder": EMBEDDER, "summarizer": ExtractiveSummarizer(),
-                                       "topic_vectors": TOPIC_VECTORS})
+                                       "topic_vectors": TOPIC_VECTORS, "topic_placer": OfflinePlacer()})
     assert result.success
     return result
 

@@ -4,6 +4,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from mem_assets.reorg.llm_placement import TopicPlacerResource
 from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, plan_table
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
@@ -83,18 +84,21 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     group_name="reorganize",
     owners=OWNERS,
     code_version="1",
+    pool=LLM_POOL,
 )
 def memory_clusters(context: dg.AssetExecutionContext, neo4j: Neo4jResource,
                     embedder: EmbedderResource, topic_vectors: TopicVectorsResource,
-                    reorg_candidates: pd.DataFrame) -> pd.DataFrame:
+                    topic_placer: TopicPlacerResource, reorg_candidates: pd.DataFrame) -> pd.DataFrame:
     """The placement plan: candidates offered to the tenant's topics, the rest grouped into new
     topics or left unplaced with a reason (a rebuild plans from scratch and retires the old tree).
     Each topic space's thresholds are the ``topic_vectors`` resource's: tuned with its models,
-    overridden per deployment only (``MEMTEND_TOPIC_THRESHOLDS``), not per run."""
+    overridden per deployment only (``MEMTEND_TOPIC_THRESHOLDS``), not per run. With an LLM
+    (``topic_placer``), the memories the offline plan is unsure of are placed by it."""
     rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
     salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
+    advisor = topic_placer.advisor()
     frame = plan_table(neo4j, embedder, topic_vectors, tenant_of(context), reorg_candidates,
-                       topic_vectors.space_params(), rebuild, salt, topic_vectors.cross_params())
+                       topic_vectors.space_params(), rebuild, salt, topic_vectors.cross_params(), advisor=advisor)
     topics = frame[frame["kind"] == TOPIC]
     aside = frame[frame["kind"] == SET_ASIDE]
     placed = sum(len(set(children) & set(reorg_candidates["id"]))
@@ -107,6 +111,7 @@ def memory_clusters(context: dg.AssetExecutionContext, neo4j: Neo4jResource,
         "topics_touched": len(topics),
         "topics_retired": int((frame["kind"] == RETIRE).sum()),
         "unplaced_reasons": count_table(aside["reason"].value_counts().to_dict(), "reason"),
+        **(advisor.metadata() if advisor is not None else {}),
         "preview": preview_table(frame, ["kind", "id", "level", "action", "member_count", "reason"]),
     })
     return frame

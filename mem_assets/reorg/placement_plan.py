@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mem_assets.reorg import queries
+from mem_assets.reorg.llm_placement import PlacementAdvisor, TopicOption
 from mem_assets.reorg.placement import (
     CrossParams,
     CyclePlan,
@@ -226,12 +227,14 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
                      tenant: str, memory_type: str, candidates: pd.DataFrame,
                      params: Mapping[str, PlacementParams], rebuild: bool, salt: str = "",
                      cross: CrossParams | None = CROSS_PARAMS,
-                     successors: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+                     successors: Mapping[str, str] | None = None,
+                     advisor: PlacementAdvisor | None = None) -> list[dict[str, Any]]:
     """Plan one memory type, each language in its own space with its own thresholds (``params``
     by space): offer its candidates to its topics (or, on rebuild, start over). With ``cross`` and
     ``vectors.cross_language`` a memory that fits no topic of its language may join the other's
     (``placement.plan_languages``): then a language with topics but no candidates is planned too.
-    ``successors``: memories a planned dedup will archive, and what replaces each (``tidied``)."""
+    ``successors``: memories a planned dedup will archive, and what replaces each (``tidied``).
+    ``advisor``: an LLM then places the memories the offline plan is unsure of (``llm_placement``)."""
     with neo4j.session() as session:
         stored, _ = tidied(session.execute_read(queries.read_forest, tenant, [memory_type]), successors or {})
     langs = [language(text) for text in candidates["memory"]]
@@ -247,6 +250,11 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
                             side.store.matrix, to_shared(side.store.space))
          for lang, side in sides.items()},
         cross if across else None, lambda members: topic_id(tenant, memory_type, members, salt, neo4j.dialect))
+    if advisor is not None and not rebuild:
+        for lang, side in sides.items():
+            limits = params[side.store.space]
+            advisor.revise(side.before, plans[lang], side.ids, side.matrix, side.texts, limits.max_members,
+                           limits.refresh_fraction, lambda ids, side=side: side.describe(ids, advisor.examples))
     return [row for lang, side in sides.items()
             for row in _plan_rows(memory_type, side.store.space, side.before, plans[lang], rebuild)]
 
@@ -258,10 +266,22 @@ class _Side:
                  tenant: str, lang: str, candidates: pd.DataFrame, stored: Sequence[queries.StoredTopic]) -> None:
         self.store = MemberStore(neo4j, embedder, tenant, vectors.space(lang), vectors)
         self.ids = candidates["id"].tolist()
+        self.texts = candidates["memory"].tolist()
         self.matrix = (np.vstack(candidates["embedding"].to_numpy()).astype(np.float32) if self.ids
                        else np.zeros((0, self.store.dimension), dtype=np.float32))
         self.store.add(self.ids, candidates["memory"].tolist(), self.matrix)
         self.before = load_forest(stored, self.store)
+
+    def describe(self, ids: Sequence[str], examples: int) -> dict[str, TopicOption]:
+        """Stored topics as an LLM is shown them: key, summary and their first member texts."""
+        shown = {tid: sorted(self.before[tid].children)[:examples] for tid in ids}
+        self.store.load_texts([m for members in shown.values() for m in members])
+        with self.store.neo4j.session() as session:
+            stored = session.execute_read(queries.topic_summaries, self.store.tenant, list(ids))
+        return {tid: TopicOption(id=tid, name=stored.get(tid, {}).get("key") or "",
+                                 summary=stored.get(tid, {}).get("memory") or "",
+                                 examples=[self.store.texts[m] for m in members if m in self.store.texts])
+                for tid, members in shown.items()}
 
 
 def _plan_rows(memory_type: str, space: str, before: Mapping[str, Topic], plan: CyclePlan,
@@ -297,11 +317,12 @@ def _plan_rows(memory_type: str, space: str, before: Mapping[str, Topic], plan: 
 def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource, tenant: str,
                candidates: pd.DataFrame, params: Mapping[str, PlacementParams],
                rebuild: bool, salt: str = "", cross: CrossParams | None = CROSS_PARAMS,
-               successors: Mapping[str, str] | None = None) -> pd.DataFrame:
+               successors: Mapping[str, str] | None = None,
+               advisor: PlacementAdvisor | None = None) -> pd.DataFrame:
     """The placement plan of ``candidates`` (``memory_clusters``; ``memtend plan`` with the
-    ``successors`` of a dedup not run yet)."""
+    ``successors`` of a dedup not run yet), revised by ``advisor``'s LLM where it is unsure."""
     rows = [row for memory_type, of_type in candidates.groupby("memory_type", sort=True)
             for row in plan_memory_type(neo4j, embedder, vectors, tenant, str(memory_type),
                                         of_type.reset_index(drop=True), params, rebuild, salt, cross,
-                                        successors)]
+                                        successors, advisor)]
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)

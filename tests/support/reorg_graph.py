@@ -9,6 +9,7 @@ import dagster as dg
 
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates, summary_parents
 from mem_assets.reorg.checks import reorg_checks
+from mem_assets.reorg.llm_placement import OfflinePlacer, TopicPlacerResource
 from mem_assets.reorg.summarizers import ExtractiveSummarizer, SummarizerResource
 from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_resources.embedder import WordLlamaEmbedder
@@ -47,20 +48,23 @@ def write_memories(neo4j: Neo4jResource, tenant: str, texts: Sequence[str],
 
 
 def reorg_resources(neo4j: Neo4jResource, summarizer: SummarizerResource | None = None,
-                    topic_vectors: TopicVectorsResource | None = None) -> dict[str, Any]:
+                    topic_vectors: TopicVectorsResource | None = None,
+                    topic_placer: TopicPlacerResource | None = None) -> dict[str, Any]:
     return {"neo4j": neo4j, "embedder": EMBEDDER, "topic_vectors": topic_vectors or TOPIC_VECTORS,
-            "summarizer": summarizer or ExtractiveSummarizer()}
+            "summarizer": summarizer or ExtractiveSummarizer(), "topic_placer": topic_placer or OfflinePlacer()}
 
 
 def run_reorg(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance,
               summarizer: SummarizerResource | None = None,
               run_config: dict[str, Any] | None = None,
-              topic_vectors: TopicVectorsResource | None = None) -> dg.ExecuteInProcessResult:
+              topic_vectors: TopicVectorsResource | None = None,
+              topic_placer: TopicPlacerResource | None = None) -> dg.ExecuteInProcessResult:
     """``topic_vectors``: e.g. one with a deployment's thresholds file (MEMTEND_TOPIC_THRESHOLDS)."""
     if not instance.has_dynamic_partition("tenants", tenant):
         instance.add_dynamic_partitions("tenants", [tenant])
     return dg.materialize(REORG_ASSETS, partition_key=tenant, instance=instance,
-                          resources=reorg_resources(neo4j, summarizer, topic_vectors), run_config=run_config or {})
+                          resources=reorg_resources(neo4j, summarizer, topic_vectors, topic_placer),
+                          run_config=run_config or {})
 
 
 def graph_counts(neo4j: Neo4jResource, tenant: str) -> dict[str, int]:
