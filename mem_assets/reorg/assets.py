@@ -155,6 +155,7 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
         "llm_prompt_tokens": outcome.usage.prompt_tokens,
         "llm_completion_tokens": outcome.usage.completion_tokens,
         "llm_fallbacks_to_offline": outcome.llm_fallbacks,
+        "summaries_kept_unchanged_membership": outcome.summaries_kept,
         "member_count_histogram": count_table(histogram_rows(sizes), "topics"),
         "largest_changes": preview_table(largest, ["action", "level", "members_before", "members", "key", "id"],
                                          limit=10),

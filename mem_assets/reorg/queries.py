@@ -326,14 +326,16 @@ def live_memory_types(tx: ManagedTransaction, tenant: str) -> list[str]:
 
 
 def topic_summaries(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Key, value, tags, background, version, history and last update of the given topics."""
+    """Key, value, tags, background, version, history, last update and the digest of the
+    membership the summary was written for (``topic_writer.membership_digest``) of the given topics."""
     result = tx.run(
         """
         UNWIND $ids AS id
         MATCH (t:MemoryItem {user_name: $tenant, id: id}) USING INDEX t:MemoryItem(user_name, id)
         RETURN t.id AS id, t.key AS key, t.memory AS memory, t.tags AS tags,
                t.background AS background, coalesce(t.version, 1) AS version,
-               coalesce(t.history, '[]') AS history, t.updated_at AS updated_at
+               coalesce(t.history, '[]') AS history, t.updated_at AS updated_at,
+               t.reorg_summary_digest AS summary_digest
         """,
         tenant=tenant, ids=list(ids),
     )

@@ -8,11 +8,15 @@ plan placed in units left when it passes are marked deferred, so the next run pl
 Summaries: a topic the plan created or changed beyond ``refresh_fraction`` gets a new one, from
 its members' texts (a level-2 topic: all memories under it and its sub-topics' keys); the
 previous summary goes into the topic's ``history``. Other touched topics only get their counts,
-centroid and children updated.
+centroid and children updated. A summary is written with the digest of the membership it
+describes (``reorg_summary_digest``): a topic due for one whose memories are still exactly those
+keeps its summary and asks no model (a retried or repeated write, a plan an LLM moved a memory
+out of and back into), so names and summaries change only when membership does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -194,6 +198,7 @@ class WriteOutcome:
     set_aside: int = 0
     deferred: int = 0
     llm_fallbacks: int = 0
+    summaries_kept: int = 0
     stopped_by_budget: bool = False
     usage: ChatUsage = field(default_factory=ChatUsage)
 
@@ -323,8 +328,8 @@ class _TypeContext:
         with writer.neo4j.session() as session:
             subtopics = sorted({c for row in refresh if row["level"] == 2 for c in row["children"]})
             self.outside = session.execute_read(queries.topic_children, writer.tenant, subtopics) if subtopics else {}
-            existing = [row["id"] for row in refresh if row["action"] != "created"]
-            self.previous = session.execute_read(queries.topic_summaries, writer.tenant, existing) if existing else {}
+            due = [row["id"] for row in refresh]
+            self.previous = session.execute_read(queries.topic_summaries, writer.tenant, due) if due else {}
         self.store.load_texts(sorted({m for row in refresh for m in self._members(row["id"])}))
         self.texts = list(self.store.texts.values())
         self.index = PhraseIndex(self.texts)
@@ -350,8 +355,11 @@ class _TypeContext:
         for row in sorted((self.topics[tid] for tid in unit if tid in self.topics),
                           key=lambda r: (r["level"], r["id"])):
             tid = row["id"]
-            summary = self._summary(tid) if row["refresh"] else None
+            digest = membership_digest(int(row["level"]), self._members(tid))
+            summary = self._due_summary(row, digest) if row["refresh"] else None
             props = self._props(row, summary, now)
+            if summary is not None:
+                props["reorg_summary_digest"] = digest
             if row["action"] == "created":
                 out["created"].append(props)
                 out["embed"].append(props)
@@ -382,6 +390,20 @@ class _TypeContext:
         outcome.grown += action in ("grown", "reparented")
         outcome.promoted += action == "promoted"
         outcome.refreshed += refreshed and action != "created"
+
+    def _due_summary(self, row: dict[str, Any], digest: str) -> TopicSummary | None:
+        """A new summary, unless the stored one was written for exactly this membership: then
+        None for a topic being updated (it keeps its summary), the stored one for a topic being
+        created that already exists (a write repeated after a failure)."""
+        previous = self.previous.get(row["id"], {})
+        if previous.get("summary_digest") != digest or not previous.get("key") or not previous.get("memory"):
+            return self._summary(row["id"])
+        self.writer.outcome.summaries_kept += 1
+        if row["action"] != "created":
+            return None
+        self.keys[row["id"]] = previous["key"]
+        return TopicSummary(key=previous["key"], value=previous["memory"], tags=list(previous.get("tags") or []),
+                            background=previous.get("background") or "")
 
     def _summary(self, tid: str) -> TopicSummary:
         """Offline phrase summary, or the summarizer's (an unusable answer falls back, counted)."""
@@ -445,6 +467,11 @@ class _TypeContext:
                 "key": summary.key, "tags": summary.tags, "background": summary.background,
                 "version": version + 1, history_key: json.dumps(history, ensure_ascii=False),
                 "reorg_refreshed_at": now}
+
+
+def membership_digest(level: int, members: Sequence[str]) -> str:
+    """What a summary was written for: the topic's level and the memories under it."""
+    return hashlib.md5("\x1f".join((str(level), *sorted(set(members)))).encode("utf-8")).hexdigest()
 
 
 def histogram_rows(sizes: Sequence[dict[str, Any]]) -> dict[str, int]:
