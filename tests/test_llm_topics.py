@@ -1,0 +1,179 @@
+"""An LLM places only the memories offline placement is unsure of, and names a topic only when its
+membership changed: through Dagster on the real Neo4j, the model a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from mem_assets.reorg.llm_placement import NEW, PLACEMENT_SYSTEM, LLMPlacer
+from mem_assets.reorg.summarizers import LLMSummarizer
+from mem_assets.reorg.topic_space import language
+from mem_assets.reorg.topic_writer import TopicWriter
+from mem_resources.llm import OpenAIChatResource
+from mem_resources.neo4j_resource import Neo4jResource
+from tests.support.fake_openai import chat_answer
+from tests.support.reorg_graph import EMBEDDER, graph_counts, materialization_metadata, run_reorg, write_memories
+from tests.support.topic_corpus import topic_memories
+
+ANY_BATCH = {"ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}}
+CLEAR = "I cooked pasta with garlic and basil in the kitchen for dinner tonight"
+CODE_TRIP = "Wrote Python code for the hotel booking of my trip"
+UNSURE = ["My sister moved to a flat with a small balcony garden", CODE_TRIP,
+          "The user renewed the car insurance policy for next year"]
+
+
+def _base(neo4j: Neo4jResource, tenant: str, instance, summarizer=None) -> None:
+    """Three English topics (cooking, travel, programming) made offline, then four new memories."""
+    texts = [text for topic, text in topic_memories(per_topic=30)
+             if topic in {"cooking", "travel", "programming"} and language(text) == "en"]
+    write_memories(neo4j, tenant, texts)
+    assert run_reorg(neo4j, tenant, instance, summarizer).success
+
+
+def _placement_calls(model) -> list[dict]:
+    return [json.loads(body["messages"][1]["content"]) for body in model.chat_calls()
+            if body["messages"][0]["content"] == PLACEMENT_SYSTEM]
+
+
+def _placer(model, **limits) -> LLMPlacer:
+    return LLMPlacer(chat=OpenAIChatResource(base_url=model.base_url, max_retries=0), **limits)
+
+
+def _topic_of(neo4j: Neo4jResource, tenant: str, text: str) -> tuple[str | None, str | None]:
+    with neo4j.session() as session:
+        record = session.run(
+            "MATCH (m:MemoryItem {user_name: $tenant, memory: $text}) "
+            "OPTIONAL MATCH (t:MemoryItem {type: 'topic', status: 'activated'})-[:PARENT]->(m) "
+            "RETURN t.id AS topic, m.reorg_set_aside_reason AS reason", tenant=tenant, text=text).single()
+    return record["topic"], record["reason"]
+
+
+def _answer(choose):
+    """A model answering each memory of a placement request with ``choose(text, topics)``."""
+    def answer(body):
+        payload = json.loads(body["messages"][1]["content"])
+        return 200, chat_answer(json.dumps({"choices": [
+            {"memory": i, "choice": choose(text, payload["topics"]), "reason": "test"}
+            for i, text in enumerate(payload["memories"])]}))
+    return answer
+
+
+def _python_topic(topics: list[dict]) -> str:
+    return next(t["id"] for t in topics if "Python" in t["name"])
+
+
+def test_uncertain_memories_go_to_the_model_and_land_where_it_says(neo4j, tenant, instance, model):
+    _base(neo4j, tenant, instance)
+    write_memories(neo4j, tenant, [CLEAR, *UNSURE])
+    model.chat = _answer(lambda text, topics: _python_topic(topics) if text == CODE_TRIP else NEW)
+
+    result = run_reorg(neo4j, tenant, instance, run_config=ANY_BATCH, topic_placer=_placer(model))
+
+    requests = _placement_calls(model)
+    assert len(requests) == 1
+    request = requests[0]
+    assert set(request) == {"memories", "topics"}
+    assert sorted(request["memories"]) == sorted(UNSURE)  # the clear one never reaches the model
+    assert {frozenset(topic) for topic in request["topics"]} == {frozenset({"id", "name", "summary", "examples"})}
+    assert all(topic["examples"] and topic["name"] for topic in request["topics"])
+    python_topic = _python_topic(request["topics"])
+    assert _topic_of(neo4j, tenant, CODE_TRIP) == (python_topic, None)
+    assert _topic_of(neo4j, tenant, CLEAR)[0] is not None
+    metadata = materialization_metadata(result, "memory_clusters")
+    assert metadata["llm_placement_calls"] == 1
+    assert metadata["llm_placement_routed"] == 3
+    assert metadata["llm_placement_changed"] == 1
+    assert metadata["llm_placement_refused"] == metadata["llm_placement_over_budget"] == 0
+    assert metadata["llm_placement_prompt_tokens"] == 11 and metadata["llm_placement_completion_tokens"] == 7
+    for text in UNSURE:
+        if text != CODE_TRIP:
+            assert _topic_of(neo4j, tenant, text)[0] is None
+
+    before = graph_counts(neo4j, tenant)
+    calls = len(model.chat_calls())
+    assert run_reorg(neo4j, tenant, instance, topic_placer=_placer(model)).success
+    assert len(model.chat_calls()) == calls
+    assert graph_counts(neo4j, tenant) == before
+
+
+def test_a_topic_not_offered_is_refused_and_offline_placement_kept(neo4j, tenant, instance, model):
+    _base(neo4j, tenant, instance)
+    write_memories(neo4j, tenant, [CLEAR, *UNSURE])
+    model.chat = _answer(lambda text, topics: "mem:not-offered")
+
+    result = run_reorg(neo4j, tenant, instance, run_config=ANY_BATCH, topic_placer=_placer(model))
+
+    metadata = materialization_metadata(result, "memory_clusters")
+    assert metadata["llm_placement_calls"] == 1
+    assert metadata["llm_placement_refused"] == 3 and metadata["llm_placement_changed"] == 0
+    assert metadata["left_unplaced"] == 3
+    for text in UNSURE:
+        topic, reason = _topic_of(neo4j, tenant, text)
+        assert topic is None and reason in ("no_similar_topic", "ambiguous")
+
+
+def test_beyond_the_budget_offline_placement_stands_and_is_counted(neo4j, tenant, instance, model):
+    _base(neo4j, tenant, instance)
+    write_memories(neo4j, tenant, [CLEAR, *UNSURE])
+    model.chat = _answer(lambda text, topics: _python_topic(topics))
+
+    result = run_reorg(neo4j, tenant, instance, run_config=ANY_BATCH,
+                       topic_placer=_placer(model, batch_size=1, max_calls_per_run=1))
+
+    asked = [text for request in _placement_calls(model) for text in request["memories"]]
+    metadata = materialization_metadata(result, "memory_clusters")
+    assert len(asked) == 1 and metadata["llm_placement_calls"] == 1
+    assert metadata["llm_placement_over_budget"] == 2 and metadata["llm_placement_calls_left"] == 0
+    assert metadata["llm_placement_changed"] == 1 and metadata["left_unplaced"] == 2
+    for text in UNSURE:
+        assert (_topic_of(neo4j, tenant, text)[0] is not None) == (text in asked)
+
+
+def _summaries(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple]:
+    with neo4j.session() as session:
+        return {r["id"]: (r["key"], r["version"]) for r in session.run(
+            "MATCH (t:MemoryItem {user_name: $tenant, type: 'topic', status: 'activated'}) "
+            "RETURN t.id AS id, t.key AS key, coalesce(t.version, 1) AS version", tenant=tenant)}
+
+
+def test_names_are_regenerated_only_when_membership_changed(neo4j, tenant, instance, model):
+    model.chat = lambda body: (200, chat_answer(json.dumps(
+        {"key": f"Topic {len(model.chat_calls())}", "value": "Memories that belong together.", "tags": []})))
+    summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=model.base_url, max_retries=0))
+    _base(neo4j, tenant, instance, summarizer)
+    named = _summaries(neo4j, tenant)
+    assert len(model.chat_calls()) == len(named) == 3
+
+    # Every topic due for a summary but none changed (a write repeated, a plan revised back): no call.
+    with neo4j.session() as session:
+        rows = session.run(
+            "MATCH (t:MemoryItem {user_name: $tenant, type: 'topic', status: 'activated'})-[:PARENT]->(m) "
+            "RETURN t.id AS id, t.memory_type AS memory_type, t.reorg_centroid AS centroid, "
+            "t.reorg_centroid_space AS space, t.reorg_language AS language, collect(m.id) AS children",
+            tenant=tenant).data()
+    plan = pd.DataFrame([{"kind": "topic", "memory_type": r["memory_type"], "id": r["id"], "level": 1,
+                          "language": r["language"], "parent": None, "children": r["children"], "added": [],
+                          "removed": [], "member_count": len(r["children"]), "members_before": len(r["children"]),
+                          "centroid": r["centroid"], "space": r["space"], "action": "grown", "refresh": True}
+                         for r in rows])
+    outcome = TopicWriter(tenant, neo4j, EMBEDDER, summarizer, log=_Log()).run(
+        plan, pd.DataFrame(columns=["id", "memory_type", "memory"]), 600)
+    assert outcome.summaries_kept == 3 and outcome.usage.calls == 0
+    assert len(model.chat_calls()) == 3
+    assert _summaries(neo4j, tenant) == named
+
+    # New memories change one topic's membership: that topic alone is named again.
+    write_memories(neo4j, tenant, [f"In the kitchen I cook {dish} with garlic from a family recipe, again"
+                                   for dish in ("risotto", "curry", "soup", "lasagna")])
+    result = run_reorg(neo4j, tenant, instance, summarizer, run_config=ANY_BATCH)
+    renamed = {tid for tid, value in _summaries(neo4j, tenant).items() if named.get(tid) != value}
+    assert materialization_metadata(result, "summary_parents")["llm_calls"] == len(model.chat_calls()) - 3 == 1
+    assert len(renamed) == 1
+
+
+class _Log:
+    def warning(self, message: str) -> None:
+        raise AssertionError(message)
+
