@@ -23,7 +23,7 @@ from mem_assets.reorg.evaluation import (
     read_items,
     report_json,
 )
-from mem_assets.resources import build_embedder
+from mem_assets.resources import build_embedder, build_topic_placer
 from mem_assets.tending import tend_many
 from mem_resources import memory_queries
 from mem_resources.embedder import HashingEmbedder, WordLlamaEmbedder
@@ -300,6 +300,9 @@ def eval_topics(
     placement: Annotated[str, typer.Option(
         help='Thresholds per topic space over the configured ones (MEMTEND_TOPIC_THRESHOLDS), as JSON '
              'of that file\'s shape, e.g. {"e5": {"group_similarity": 0.2, "min_cluster_size": 2}}.')] = "{}",
+    llm: Annotated[bool, typer.Option(
+        help="With MEMTEND_LLM=openai: the LLM places the memories offline placement is unsure of "
+             "(MEMTEND_TOPIC_LLM_*), as memory_clusters does; its spending is printed under \"llm\".")] = False,
 ) -> None:
     """Topic quality without Neo4j: batches go through placement in order; prints one JSON object
     (purity, ARI, NMI, share placed, topic count, near-duplicate topic pairs)."""
@@ -330,11 +333,19 @@ def eval_topics(
         message = f"{'.'.join(map(str, error['loc']))}: {error['msg']}" if error else str(exc)
         typer.secho(f"error: --placement: {message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from exc
+    if llm and settings.llm != "openai":
+        typer.secho("error: --llm needs MEMTEND_LLM=openai (and OPENAI_BASE_URL)", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    advisor = build_topic_placer(settings, in_dagster=False).advisor() if llm else None
     report = evaluate_topics(parts[part](read_items(items)), chosen[embedder](), thresholds.embedder_params,
                              spaces.e5_languages, thresholds.e5_params,
                              combined_languages=spaces.combined_languages, combined_params=thresholds.combined_params,
-                             cross=thresholds.cross_params if across[cross_language] else None)
-    typer.echo(report_json(report))
+                             cross=thresholds.cross_params if across[cross_language] else None,
+                             advisor=advisor)
+    if advisor is None:
+        typer.echo(report_json(report))
+    else:
+        typer.echo(json.dumps({**json.loads(report_json(report)), "llm": advisor.metadata()}, ensure_ascii=False))
 
 
 @app.command()

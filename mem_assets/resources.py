@@ -112,12 +112,12 @@ def build_summarizer(settings: Settings) -> SummarizerResource:
     return ExtractiveSummarizer()
 
 
-def build_topic_placer(settings: Settings) -> TopicPlacerResource:
+def build_topic_placer(settings: Settings, in_dagster: bool = True) -> TopicPlacerResource:
     """With ``MEMTEND_LLM=openai`` the chat model places the memories offline placement is unsure
     of, under the same per-run limits as the judge; else offline placement alone."""
     if settings.llm != "openai":
         return OfflinePlacer()
-    return LLMPlacer(chat=build_chat(settings), band=settings.topic_llm_band, topics=settings.topic_llm_topics,
+    return LLMPlacer(chat=build_chat(settings, in_dagster), band=settings.topic_llm_band, topics=settings.topic_llm_topics,
                      batch_size=settings.topic_llm_batch, max_calls_per_run=settings.llm_max_calls_per_run,
                      max_tokens_per_run=settings.llm_max_tokens_per_run)
 

@@ -30,6 +30,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from mem_assets.reorg.clustering import purity
+from mem_assets.reorg.llm_placement import PlacementAdvisor, TopicOption
+from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.placement import (
     CrossParams,
     LanguagePool,
@@ -156,13 +158,15 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                     kept: Callable[[Sequence[str]], np.ndarray] = kept_embed,
                     combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
                     combined_params: PlacementParams = COMBINED_PARAMS,
-                    cross: CrossParams | None = CROSS_PARAMS) -> TopicReport:
+                    cross: CrossParams | None = CROSS_PARAMS,
+                    advisor: PlacementAdvisor | None = None) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
     embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space with
     ``e5_params``, for ``combined_languages`` in the combined (topic encoder) space with
     ``combined_params``, both from ``kept`` vectors (e5 ⊕ topic encoder, as the assets keep them);
     with ``cross``, a memory that fits no topic of its language may join the other's
-    (``placement.plan_languages``)."""
+    (``placement.plan_languages``). With ``advisor``, an LLM then places the memories each plan is
+    unsure of (``llm_placement``), shown the earlier batches' topics with offline names."""
     if set(e5_languages) & set(combined_languages):
         raise ValueError("a language is in one topic space: e5 or combined, not both")
     ids = [f"m{i}" for i in range(len(items))]
@@ -192,6 +196,17 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
 
     row_of = {memory: row for row, memory in enumerate(ids)}
     batches = sorted({item.batch for item in items})
+    index = PhraseIndex(texts) if advisor is not None else None
+
+    def describe(forest: dict[str, Topic], wanted: Sequence[str]) -> dict[str, TopicOption]:
+        assert index is not None and advisor is not None
+        out = {}
+        for tid in wanted:
+            rows = typical_first([row_of[m] for m in forest[tid].children], index)
+            named = phrase_summary(texts, rows, index, forest[tid].language)
+            out[tid] = TopicOption(id=tid, name=named.key, summary=named.value,
+                                   examples=[texts[row] for row in rows[:advisor.examples]])
+        return out
 
     def place(rows: Sequence[int]) -> _Forest:
         forest = _Forest()
@@ -210,7 +225,12 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                 pools[lang] = LanguagePool({tid: t for tid, t in forest.topics.items() if t.language == lang},
                                            members, lookup(lang)(members), params_of(lang), lookup(lang),
                                            to_shared(spaces[lang]))
-            for plan in plan_languages(pools, cross if across else None).values():
+            for lang, plan in plan_languages(pools, cross if across else None).items():
+                if advisor is not None:
+                    pool = pools[lang]
+                    advisor.revise(dict(pool.topics), plan, pool.ids, pool.vectors, [texts[row_of[m]] for m in pool.ids],
+                                   pool.params.max_members, pool.params.refresh_fraction,
+                                   lambda wanted, before=dict(pool.topics): describe(before, wanted))
                 topics.update(plan.topics)
                 left.extend(row_of[m] for m in plan.set_aside)
                 reasons.update(aside.reason for aside in plan.set_aside.values())

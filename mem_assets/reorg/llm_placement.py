@@ -32,7 +32,7 @@ from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, model_validator
 
 from mem_assets.reorg.placement import CyclePlan, SetAside, Topic, memories_below
-from mem_assets.reorg.topic_space import TopicSpace
+from mem_resources.embedder import normalize_rows
 from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
 from mem_resources.settings import DEFAULT_TOPIC_LLM_BAND
 
@@ -121,18 +121,18 @@ def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence
     """The memories of ``ids`` (one language's pool, ``vectors`` in its topic space) that ``plan``
     left unplaced here, or put in a topic of ``before`` by a margin under ``band``, each with its
     ``k`` nearest topics of ``before`` still level 1 and not full (its own always among them).
-    Cosines are taken in the cycle's topic space (its language mean subtracted), to the topics as
+    Cosines are taken in the cycle's topic space (its language's mean subtracted), to the topics as
     they stood before the run, as the offline offer saw them."""
     leaves = sorted(tid for tid, t in before.items()
                     if t.level == 1 and tid in plan.topics and plan.topics[tid].level == 1)
     if not leaves or not len(ids) or k < 1:
         return []
     home = {m: tid for tid, t in plan.topics.items() if t.level == 1 for m in t.children}
-    space = TopicSpace(dict(plan.means))
     lang = before[leaves[0]].language
-    centroids = space.project(np.array([before[t].vector_sum / max(before[t].member_count, 1) for t in leaves]),
-                              [lang] * len(leaves))
-    sims = space.project(np.asarray(vectors, dtype=np.float64), [lang] * len(ids)) @ centroids.T
+    mean = plan.means.get(lang, next(iter(plan.means.values()), 0.0))
+    centroids = normalize_rows(np.array([before[t].vector_sum / max(before[t].member_count, 1) for t in leaves])
+                               - mean)
+    sims = normalize_rows(np.asarray(vectors, dtype=np.float64) - mean) @ centroids.T
     roots = np.array([_root(before, t) for t in leaves], dtype=object)
     offers = []
     for row, mid in enumerate(ids):

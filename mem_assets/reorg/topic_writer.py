@@ -355,7 +355,7 @@ class _TypeContext:
         for row in sorted((self.topics[tid] for tid in unit if tid in self.topics),
                           key=lambda r: (r["level"], r["id"])):
             tid = row["id"]
-            digest = membership_digest(int(row["level"]), self._members(tid))
+            digest = membership_digest(int(row["level"]), self._members(tid)) if row["refresh"] else ""
             summary = self._due_summary(row, digest) if row["refresh"] else None
             props = self._props(row, summary, now)
             if summary is not None:
