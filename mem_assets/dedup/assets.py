@@ -13,6 +13,7 @@ from mem_assets.dedup.candidates import default_threshold
 from mem_assets.dedup.judgment_cache import JudgingReport, judge_tenant
 from mem_assets.dedup.pair_judge import JudgeResource
 from mem_assets.dedup.review_queue import queued, unsure_pairs
+from mem_resources import model_passes
 from mem_resources.embedder import EmbedderResource
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import utc_now
@@ -46,6 +47,7 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
                      embedder: EmbedderResource) -> pd.DataFrame:
     """Pairs of an unchecked node and an activated node of the same tenant and memory type that
     are close in embedding space, or identical by payload hash."""
+    started = model_passes.snapshot()
     threshold = config.threshold if config.threshold is not None else default_threshold(embedder)
     found = search_candidates(neo4j, tenant_of(context), embedder, threshold, config.top_k, config.search,
                               config.max_nodes_per_run, utc_now())
@@ -55,6 +57,7 @@ def dedup_candidates(context: dg.AssetExecutionContext, config: DedupConfig, neo
         **change_marker(context, found.unchecked > 0),
         "unchecked_nodes": found.unchecked,
         "embedded_missing_vectors": found.embedded,
+        **model_passes.metadata(started),
         "active_nodes_searched": found.active,
         "pairs": len(pairs),
         "exact_duplicates": int(pairs["exact"].sum()) if len(pairs) else 0,
@@ -112,6 +115,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
     """Each candidate pair labelled redundant, contradictory or independent, with a reason;
     one judge request per new node with all its candidates, judged once per content pair
     (cached in the graph), so reruns cost no judge calls."""
+    started = model_passes.snapshot()
     judged = judge_tenant(neo4j, tenant_of(context), dedup_candidates, judge, utc_now(), sink=context.log.info)
     report, judgments, answered, usage = judged.report, judged.judgments, judged.answered, judged.report.usage
     failed = judgments[judgments["failed"].astype(bool)] if len(judgments) else judgments
@@ -158,6 +162,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "text_vectors_skipped": report.vectors_skipped,
         "pairs_gated": report.pairs_gated,
         "cross_encoder_pair_orders": report.cross_encoded,
+        **model_passes.metadata(started),
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         **_llm_metadata(judge, report, usage),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mem_resources import bge
+from mem_resources import bge, model_passes
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -48,7 +48,8 @@ class CrossEncoder:
 
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self._session = model_passes.CountedSession(session, model.stem)
         self._tokenizer = tokenizer(jar, language)
         self._known: dict[tuple[str, str], np.ndarray] = {}
 

@@ -31,7 +31,7 @@ from mem_assets.dedup.offline_judge_features import (
     dated_events,
 )
 from mem_assets.dedup.relations import Label, ModelKind
-from mem_resources import bge
+from mem_resources import bge, model_passes
 from mem_resources.bge import Language
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.memory_model import normalize_text
@@ -112,6 +112,7 @@ class JudgeModel:
         """Whether the trees read ``CROSS_FEATURE_NAMES``."""
         return bool(self.cross_encoders)
 
+    @model_passes.counted(lambda self, features: f"{self.fingerprint.split(':')[0]} trees", items=1)
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (columns in ``classes`` order), as scikit-learn's predict_proba."""
         features = np.atleast_2d(features)

@@ -4,6 +4,7 @@ from pydantic import Field
 from mem_assets.ingest.inbox import InboxResource
 from mem_assets.ingest.loading import ingest_tenant
 from mem_assets.ingest.run_config import WorkingMemoryConfig
+from mem_resources import model_passes
 from mem_resources.embedder import EmbedderResource
 from mem_resources.metadata import change_marker, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
@@ -29,7 +30,7 @@ class IngestConfig(WorkingMemoryConfig):
 def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j: Neo4jResource,
                  embedder: EmbedderResource, inbox: InboxResource) -> dg.MaterializeResult:
     """The tenant's memory nodes: new inbox lines written as long-term + working memory."""
-    tenant = tenant_of(context)
+    tenant, started = tenant_of(context), model_passes.snapshot()
     report = ingest_tenant(tenant, neo4j, embedder, inbox, config.batch_size,
                            config.max_text_chars, config.working_memory_capacity,
                            sink=context.log.info)
@@ -56,4 +57,5 @@ def memory_items(context: dg.AssetExecutionContext, config: IngestConfig, neo4j:
         "slowest_existence_check_s": round(report.slowest_check_s, 3),
         "slowest_write_s": round(report.slowest_write_s, 3),
         "preview": preview_table(report.preview, ["id", "memory_type", "memory"]),
+        **model_passes.metadata(started),
     })

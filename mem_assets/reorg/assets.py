@@ -15,6 +15,7 @@ from mem_assets.reorg.topic_writer import (
     load_candidates,
     tidy_topics,
 )
+from mem_resources import model_passes
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, count_table, preview_table
@@ -57,7 +58,7 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
                      embedder: EmbedderResource, topic_vectors: TopicVectorsResource) -> pd.DataFrame:
     """The tenant's unplaced memories (every live one on a rebuild), after topic hygiene, each
     with its vector in its language's topic space."""
-    tenant = tenant_of(context)
+    tenant, started = tenant_of(context), model_passes.snapshot()
     tidy = tidy_topics(neo4j, tenant)
     frame, counts, re_embedded, waiting, stored, deferred = load_candidates(
         neo4j, embedder, topic_vectors, tenant, config.min_group_size, config.rebuild, config.e5_max_per_run)
@@ -71,6 +72,7 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
         "e5_vectors_stored": stored,
         "e5_deferred_to_next_run": deferred,
         "marked_awaiting_batch": waiting,
+        **model_passes.metadata(started),
         **tidy,
         "orphans_by_type": preview_table(counts, list(counts.columns)),
         "preview": preview_table(frame, ["id", "memory_type", "memory", "set_aside"]),
@@ -94,6 +96,7 @@ def memory_clusters(context: dg.AssetExecutionContext, neo4j: Neo4jResource,
     Each topic space's thresholds are the ``topic_vectors`` resource's: tuned with its models,
     overridden per deployment only (``MEMTEND_TOPIC_THRESHOLDS``), not per run. With an LLM
     (``topic_placer``), the memories the offline plan is unsure of are placed by it."""
+    started = model_passes.snapshot()
     rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
     salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
     advisor = topic_placer.advisor()
@@ -110,6 +113,7 @@ def memory_clusters(context: dg.AssetExecutionContext, neo4j: Neo4jResource,
         "topics": int((topics["action"] == "created").sum()),
         "topics_touched": len(topics),
         "topics_retired": int((frame["kind"] == RETIRE).sum()),
+        **model_passes.metadata(started),
         "unplaced_reasons": count_table(aside["reason"].value_counts().to_dict(), "reason"),
         **(advisor.metadata() if advisor is not None else {}),
         "preview": preview_table(frame, ["kind", "id", "level", "action", "member_count", "reason"]),
@@ -131,6 +135,7 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
                     reorg_candidates: pd.DataFrame, memory_clusters: pd.DataFrame) -> pd.DataFrame:
     """Topics written as planned: new ones created, grown ones updated (summaries refreshed past
     the refresh fraction, the old one kept in history), retired ones archived with lineage."""
+    started = model_passes.snapshot()
     writer = TopicWriter(tenant_of(context), neo4j, embedder, summarizer, context.log,
                          sink=context.log.info)
     outcome = writer.run(memory_clusters, reorg_candidates, config.time_budget_s)
@@ -156,6 +161,7 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
         "llm_completion_tokens": outcome.usage.completion_tokens,
         "llm_fallbacks_to_offline": outcome.llm_fallbacks,
         "summaries_kept_unchanged_membership": outcome.summaries_kept,
+        **model_passes.metadata(started),
         "member_count_histogram": count_table(histogram_rows(sizes), "topics"),
         "largest_changes": preview_table(largest, ["action", "level", "members_before", "members", "key", "id"],
                                          limit=10),

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from mem_resources import bge
+from mem_resources import bge, model_passes
 
 Language = Literal["en", "zh"]
 MODELS = Path(__file__).parent / "models"
@@ -71,7 +71,8 @@ class TopicEncoder:
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self.dimension = model.dimension
-        self._session = onnxruntime.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        self._session = model_passes.CountedSession(session, model.name)
         self._tokenizer = Tokenizer.from_file(str(model.tokenizer))
         self._tokenizer.enable_truncation(MAX_TOKENS)
 
