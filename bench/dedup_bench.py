@@ -1,7 +1,8 @@
 """Dedup speed and memory (prints figures; not a test): M new items against N existing ones in one
 fresh tenant, the configured embedder (``MEMTEND_EMBEDDER``, default the offline WordLlama) and the
 offline judge (``MEMTEND_OFFLINE_JUDGE``, default accurate), through the real assets: candidate
-search, judging and merging wall time, pairs, merges, peak RSS. Each stage prints the 1-minute
+search, judging and merging wall time, pairs, merges, peak RSS, and each model's passes per new
+memory with the model floor (passes x per-pass cost in this run) against the pipeline's time. Each stage prints the 1-minute
 load before and after it; candidate search also its ratio to a bare float32 matrix product of the
 same shape (new x active x dimension) timed in the same run, which is the summary's baseline.
 ``--vector-index`` also times the Neo4j vector-index search on a 1k sample.
@@ -33,11 +34,13 @@ from bench.measure import (
     drop_bench_tenant,
     matmul_seconds,
     measured,
+    model_floor,
     report,
 )
 from mem_assets.dedup.assets import dedup_candidates, merged_nodes, relation_judgments
 from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_assets.resources import build_embedder
+from mem_resources import model_passes
 from mem_resources.embedder import EmbedderResource
 from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import payload_hash
@@ -190,6 +193,7 @@ def scale(neo4j: Neo4jResource, embedder: EmbedderResource, judge: OfflineJudge,
             figures["candidates_vector_index_s (extrapolated)"] = elapsed * len(new_ids) / sample
             figures["pairs_vector_index (sample)"] = meta_index["pairs"]
             reset_marks(neo4j, new_ids)
+        started = model_passes.snapshot()
         figures["candidates_numpy_s"], meta = stage(dedup_candidates)
         stages["candidates_numpy"] = stages.pop("dedup_candidates")
         stages["candidates_numpy"].baseline_s = matmul_seconds(
@@ -200,9 +204,11 @@ def scale(neo4j: Neo4jResource, embedder: EmbedderResource, judge: OfflineJudge,
         figures["merging_s"], meta = stage(merged_nodes)
         figures["merges"], figures["supersedes"] = meta["merges"], meta["supersedes"]
         figures["edges_moved"] = meta["edges_moved"]
+        passes = model_passes.since(started)
     figures["pipeline_numpy_s"] = figures["candidates_numpy_s"] + figures["judging_s"] + figures["merging_s"]
     figures["peak_rss_mb"] = peak_rss_mb()
     figures["stages"] = stages
+    figures["model_passes"] = passes
     drop_bench_tenant(neo4j, TENANT)
     return figures
 
@@ -232,10 +238,13 @@ def main() -> None:
             unjudged=f"run at {args.new} new x {existing} existing"))
         print(f"## {figures['new']:.0f} new vs {figures['existing']:.0f} existing (one tenant, "
               f"{type(embedder).__name__} {embedder.dimension} dims, offline judge {judge.model})")
+        passes = figures.pop("model_passes")
         for name, figure in figures.pop("stages").items():
             print(f"  {figure.line(name)}")
         for key, value in figures.items():
             print(f"  {key}: {value:.2f}" if isinstance(value, float) else f"  {key}: {value}")
+        summary.append(model_floor("dedup_bench", passes, int(figures["new"]), figures["pipeline_numpy_s"],
+                                   f"dedup, {figures['new']:.0f} new x {figures['existing']:.0f} existing"))
         sys.stdout.flush()
     if len(results) > 1:
         small, large = results[min(results)], results[max(results)]

@@ -1,6 +1,7 @@
 """Shared by the benchmarks: peak-RSS sampling, removal of a benchmark's own tenants, same-run
-baselines with the machine load, so a figure from a busy machine can be judged, and the summary
-every benchmark ends with (``report``): its target, its figure and its same-run baseline."""
+baselines with the machine load, so a figure from a busy machine can be judged, the models' passes
+and floor (``model_floor``), and the summary every benchmark ends with (``report``): its target,
+its figure and its same-run baseline."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Self
@@ -17,6 +18,7 @@ import numpy as np
 import psutil
 
 from mem_resources.constraints import TENANT_SCOPED_LABELS
+from mem_resources.model_passes import Passes
 from mem_resources.neo4j_resource import Neo4jResource
 
 
@@ -165,3 +167,24 @@ def report(bench: str, results: Iterable[Result]) -> None:
             met = "yes" if r.met else "no"
         print(f"{r.what}:  target: {r.target or 'none stated'}  figure: {_number(r.figure)} {r.unit}  "
               f"baseline (same run): {baseline}  ratio: {ratio}  met: {met}", flush=True)
+
+
+def model_floor(bench: str, passes: Mapping[str, Passes], memories: int, total_s: float,
+                what: str, workers: int = 1) -> Result:
+    """Print the models' passes per memory, their per-pass cost measured in this run (seconds
+    inside the model over its passes, from ``mem_resources.model_passes``) and the model floor —
+    passes × per-pass cost, over ``workers`` processes running side by side — against the
+    total; the Result puts the floor as the baseline of ``total_s`` (ratio: floor / total)."""
+    floor = sum(count.seconds for count in passes.values()) / max(workers, 1)
+    print(f"\n## model passes: {bench} ({memories:,} memories{f', {workers} workers' if workers > 1 else ''})")
+    if not passes:
+        print("  no model ran")
+    for model, count in sorted(passes.items(), key=lambda item: -item[1].seconds):
+        per_pass = 1000 * count.seconds / count.items if count.items else 0.0
+        print(f"  {model:40s} {count.items:>9,} passes  {count.items / max(memories, 1):7.3f} per memory  "
+              f"{per_pass:8.3f} ms per pass  {count.seconds:8.2f} s")
+    ratio = f"{total_s / floor:.2f}" if floor else "-"
+    print(f"  model floor {floor:.2f} s (passes x per-pass cost{f' / {workers} workers' if workers > 1 else ''}); "
+          f"total {total_s:.2f} s; total/floor {ratio}", flush=True)
+    return Result(f"{what} against its model floor", total_s, "s", floor or None,
+                  "model floor: passes x per-pass cost measured in this run")

@@ -12,7 +12,8 @@ Phases: ``read`` (hygiene, orphan counts, orphans with embeddings: ``reorg_candi
 The baseline is the bare version of the same database work, timed in the same run: a bare
 ``MATCH … RETURN m.embedding`` of the same orphans (the floor for ``read``) plus a raw
 ``UNWIND … CREATE`` of as many topic nodes (with embeddings) and ``PARENT`` edges as the run
-wrote, into a scratch tenant removed right after. Each phase prints the 1-minute load before and
+wrote, into a scratch tenant removed right after. Each scenario also prints each model's passes per
+memory and the model floor (passes x per-pass cost in this run) against its total. Each phase prints the 1-minute load before and
 after it, and the total its ratio to the baseline, so figures from a loaded machine can be compared.
 Peak RSS is the growth over this process's start, sampled every 10 ms.
 
@@ -30,6 +31,7 @@ import logging
 import multiprocessing
 import random
 import time
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +42,7 @@ from bench.measure import (
     bench_tenant,
     drop_bench_tenant,
     measured,
+    model_floor,
     raw_create_seconds,
     report,
 )
@@ -48,6 +51,7 @@ from mem_assets.reorg.placement_plan import SET_ASIDE, TOPIC, plan_table
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_vectors import SHIPPED_PARAMS, TopicVectorsResource
 from mem_assets.reorg.topic_writer import TopicWriter, load_candidates, tidy_topics
+from mem_resources import model_passes
 from mem_resources.embedder import WordLlamaEmbedder
 from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.memory_model import (
@@ -149,7 +153,7 @@ def _raw_write_seconds(neo4j: Neo4jResource, tenant: str, member_ids: list[str],
     return seconds
 
 
-def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVectorsResource) -> dict[str, float]:
+def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVectorsResource) -> dict[str, Any]:
     embedder = WordLlamaEmbedder()
     phases: dict[str, Measured] = {}
     with PeakRss() as rss:
@@ -159,6 +163,7 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
             baseline = [np.asarray(record["e"], dtype=np.float32) for record in rows]
         del baseline
 
+        started = model_passes.snapshot()
         with measured() as phases["read"]:
             tidy_topics(neo4j, tenant)
             loaded = load_candidates(neo4j, embedder, vectors, tenant, min_group_size=20,
@@ -171,6 +176,7 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
         with measured() as phases["write"]:
             outcome = TopicWriter(tenant, neo4j, embedder, ExtractiveSummarizer(),
                                   logging.getLogger("bench")).run(plan, candidates, time_budget_s=3600)
+        passes = model_passes.since(started)
     with measured() as phases["raw write"]:
         _raw_write_seconds(neo4j, tenant, candidates["id"].tolist(), outcome.created,
                            outcome.edges_created, embedder.dimension)
@@ -190,8 +196,10 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
         print(f"  {figure.line(name)}")
     print(f"  {total.line('total (read + plan + write)')}")
     print(f"  peak RSS growth: {rss.growth_mib:.0f} MiB")
+    floor = model_floor("reorg_bench", passes, len(candidates), total.seconds, label)
     return {name: figure.seconds for name, figure in phases.items()} | {
-        "total": total.seconds, "baseline": total.baseline_s, "placed": placed / max(len(candidates), 1)}
+        "total": total.seconds, "baseline": total.baseline_s, "placed": placed / max(len(candidates), 1),
+        "floor": floor}
 
 
 def main() -> None:
@@ -232,7 +240,8 @@ def main() -> None:
                    met=scratch["total"] < 30 and scratch["placed"] >= 0.95 if at_scale else None, unjudged=below),
             Result(f"incremental, {args.new} new into {args.nodes}", grown["total"], "s", grown["baseline"],
                    baseline_is, target="< 20 s for 10k new into 100k (issue 11)",
-                   met=grown["total"] < 20 if at_scale and args.new >= 10_000 else None, unjudged=below)])
+                   met=grown["total"] < 20 if at_scale and args.new >= 10_000 else None, unjudged=below),
+            scratch["floor"], grown["floor"]])
     finally:
         if not args.keep:
             drop_bench_tenant(neo4j, tenant)
