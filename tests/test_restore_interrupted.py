@@ -107,7 +107,7 @@ def _consistency(neo4j, tenant: str) -> dict[str, object]:
             "lineage": {row["type"]: row["n"] for row in lineage}}
 
 
-def test_kill_tend_restore_again_with_memtend_tend_ends_consistent(neo4j, neo4j_uri, tenant, tmp_path):
+def test_kill_tend_restore_again_with_memtend_tend_ends_consistent(neo4j, neo4j_uri, tenant, tmp_path, monkeypatch):
     home, inbox, backups = tmp_path / "home", tmp_path / "inbox", tmp_path / "backups"
     home.mkdir()
     shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
@@ -142,6 +142,7 @@ def test_kill_tend_restore_again_with_memtend_tend_ends_consistent(neo4j, neo4j_
     assert last.returncode == 0 and f"{tenant}: ok" in last.stdout, last.stdout + last.stderr
     assert "failed checks" not in last.stderr
     [run_id] = re.findall(rf"{tenant}: ok in [\d.]+ s \(run ([0-9a-f-]+)\)", last.stdout)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the instance's storage lives in $DAGSTER_HOME
     with dg.DagsterInstance.from_config(str(home)) as instance:
         checks = [record.event_log_entry.dagster_event.event_specific_data for record in instance.get_records_for_run(
             run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records]

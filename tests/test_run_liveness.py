@@ -39,7 +39,7 @@ def _in_progress(instance: dg.DagsterInstance, tenant: str) -> list[dg.RunRecord
                                                        tags={"dagster/partition": tenant})))
 
 
-def test_a_killed_cli_run_is_failed_by_run_monitoring_and_by_the_next_cli(neo4j_uri, tenant, tmp_path):
+def test_a_killed_cli_run_is_failed_by_run_monitoring_and_by_the_next_cli(neo4j_uri, tenant, tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
@@ -47,6 +47,7 @@ def test_a_killed_cli_run_is_failed_by_run_monitoring_and_by_the_next_cli(neo4j_
                      [{"memory": f"Fact {i} about the user's garden, plant {i % 97}."} for i in range(3000)])
     env = {**os.environ, "DAGSTER_HOME": str(home), "NEO4J_URI": neo4j_uri,
            "MEMTEND_INBOX": str(tmp_path / "inbox"), "MEMTEND_QUARANTINE": str(tmp_path / "q")}
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the instance's storage lives in $DAGSTER_HOME
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.run_monitoring_enabled
         assert instance.run_launcher.supports_check_run_worker_health

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.run_liveness import PID_TAG
@@ -20,7 +21,7 @@ LINES_PER_FILE = 20
 
 
 def test_two_workers_tend_every_tenant_once_and_report_each_run(
-        neo4j: Neo4jResource, neo4j_uri: str, tenant: str, tmp_path: Path):
+        neo4j: Neo4jResource, neo4j_uri: str, tenant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     tenants = [f"{tenant}_{name}" for name in ("alice", "sam", "wang_lei")]
     for name, chosen in zip(("alice", "sam", "wang_lei"), tenants, strict=True):
         (tmp_path / "inbox" / chosen).mkdir(parents=True)
@@ -43,6 +44,7 @@ def test_two_workers_tend_every_tenant_once_and_report_each_run(
         assert f"{chosen}: ok in " in stdout
         assert node_count(neo4j, chosen) > 0
     assert stdout.count("  ingest ") == len(tenants), stdout
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the instance's storage lives in $DAGSTER_HOME
     with dg.DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
     assert sorted(run.tags["dagster/partition"] for run in runs) == sorted(tenants)
