@@ -7,7 +7,7 @@ load before and after it; candidate search also its ratio to a bare float32 matr
 same shape (new x active x dimension) timed in the same run, which is the summary's baseline.
 ``--vector-index`` also times the Neo4j vector-index search on a 1k sample.
 
-Target (issue 14): 10k new x 100k existing < 30 s, judged only at that scale. Defaults fit a
+Target (issue 44, with the defaults): 10k new x 100k existing < 120 s, judged only at that scale. Defaults fit a
 busy 2-core machine; the issue's scale is ``--existing 100000 --new 10000``. The judge's quality
 on labeled pairs and the hashing threshold's calibration are a study:
 research/studies/labeled_pairs_study.py.
@@ -48,8 +48,8 @@ from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
 
 TENANT = bench_tenant("bench_dedup")
-#: The issue's scale: the target (< 30 s) is judged only at it.
-TARGET_EXISTING, TARGET_NEW, TARGET_S = 100_000, 10_000, 30.0
+#: The issue's scale: the target (< 120 s) is judged only at it.
+TARGET_EXISTING, TARGET_NEW, TARGET_S = 100_000, 10_000, 120.0
 #: The vector-index search is timed on this many new nodes and extrapolated (it is the slow one).
 VECTOR_INDEX_SAMPLE = 1000
 
@@ -233,8 +233,8 @@ def main() -> None:
         summary.append(Result(
             f"dedup, {figures['new']:.0f} new x {figures['existing']:.0f} existing (candidates + judging + merging)",
             figures["pipeline_numpy_s"], "s", figures["stages"]["candidates_numpy"].baseline_s,
-            "a bare float32 product of the candidate search's shape", target="< 30 s at 10k new x 100k existing "
-            "(issue 14)", met=figures["pipeline_numpy_s"] < TARGET_S if at_scale else None,
+            "a bare float32 product of the candidate search's shape", target="< 120 s at 10k new x 100k existing "
+            "(issue 44)", met=figures["pipeline_numpy_s"] < TARGET_S if at_scale else None,
             unjudged=f"run at {args.new} new x {existing} existing"))
         print(f"## {figures['new']:.0f} new vs {figures['existing']:.0f} existing (one tenant, "
               f"{type(embedder).__name__} {embedder.dimension} dims, offline judge {judge.model})")
