@@ -18,7 +18,9 @@ import dagster as dg
 import pytest
 
 from mem_assets.dedup import apply_resolutions as resolution
+from mem_assets.dedup.merging import MergePlan
 from mem_assets.dedup.superseding import SupersedePlan
+from mem_resources.memory_model import UpdateType, memory_id, payload_hash
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.tenant_lock import TenantBusy, TenantLease
 from tests.support.dagster_server import MODEL_FREE_ENV, ROOT
@@ -123,6 +125,23 @@ def test_a_resolution_rechecks_status_under_a_lock(neo4j: Neo4jResource, tenant:
 
     assert results == [{"status": "skipped: a node is no longer activated"}]
     assert _lineage(neo4j, tenant) == [(older, "SUPERSEDED_BY", newer)]
+
+
+def test_a_merge_written_again_by_a_retry_adds_no_node_and_no_lineage_edge(neo4j: Neo4jResource, tenant: str):
+    """A retried dedup write applies the same plan: the merged node is found and nothing is redone."""
+    sources = write_items(neo4j, tenant, ["The user drinks tea.", "The user drinks tea daily."])
+    merged = memory_id(payload_hash(tenant, "LongTermMemory", "The user drinks tea every day."))
+    plan = MergePlan(merged_id=merged, sources=tuple(sources), text="The user drinks tea every day.",
+                     update_type=UpdateType.DUPLICATE, reason="same habit")
+    vectors = {merged: [0.0] * neo4j.embedding_dimension}
+    with neo4j.session() as session:
+        first = session.execute_write(resolution.apply_resolutions, tenant, [plan], vectors, NOW)
+        again = session.execute_write(resolution.apply_resolutions, tenant, [plan], vectors, NOW)
+        nodes = session.run("MATCH (m:MemoryItem {user_name: $t, id: $m}) RETURN count(m) AS n",
+                            t=tenant, m=merged).single()["n"]
+    assert first[0]["status"] == "applied" and again == [{"status": "already merged"}]
+    assert nodes == 1
+    assert _lineage(neo4j, tenant) == sorted((s, "MERGED_TO", merged) for s in sources)
 
 
 def test_lineage_check_fails_on_a_node_resolved_twice(neo4j: Neo4jResource, instance: dg.DagsterInstance,

@@ -105,7 +105,7 @@ def test_tree_checks_pass(reorganized):
     evaluations = reorganized["result"].get_asset_check_evaluations()
     assert {e.check_name for e in evaluations} == {
         "parent_edges_acyclic", "parents_have_two_members", "one_parent_per_level", "topics_have_no_archived_members",
-        "no_near_duplicate_topics", "unplaced_memories_have_reasons"}
+        "no_duplicate_parent_edges", "no_near_duplicate_topics", "unplaced_memories_have_reasons"}
     assert all(e.passed for e in evaluations)
 
 

@@ -123,7 +123,7 @@ def test_assets_show_the_lineage_a_data_engineer_relies_on(server: DagsterServer
         assert nodes[name]["partitionDefinition"] == {"name": "tenants", "type": "DYNAMIC"}
     checks = {check["name"] for check in nodes["summary_parents"]["assetChecksOrError"]["checks"]}
     assert checks == {"parent_edges_acyclic", "parents_have_two_members", "one_parent_per_level",
-                      "topics_have_no_archived_members", "no_near_duplicate_topics", "unplaced_memories_have_reasons"}
+                      "no_duplicate_parent_edges", "topics_have_no_archived_members", "no_near_duplicate_topics", "unplaced_memories_have_reasons"}
 
 
 def test_sensors_schedules_and_jobs_are_listed(server: DagsterServer):

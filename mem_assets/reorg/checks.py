@@ -34,6 +34,12 @@ def one_parent_per_level(session: Session, tenant: str) -> dg.AssetCheckResult:
                             "memories have two parents at one level")
 
 
+def no_duplicate_parent_edges(session: Session, tenant: str) -> dg.AssetCheckResult:
+    """No topic reaches a member through two PARENT edges: a retried or repeated write adds none."""
+    return offenders_result(session.execute_read(queries.doubled_parent_edges, tenant),
+                            "parent-child pairs have more than one PARENT edge")
+
+
 def no_near_duplicate_topics(session: Session, tenant: str,
                              embedder: EmbedderResource) -> dg.AssetCheckResult:
     """No two activated top-level topics of one memory type and language have centroids at least
@@ -51,5 +57,5 @@ def unplaced_memories_have_reasons(session: Session, tenant: str) -> dg.AssetChe
 
 
 reorg_checks = [checks_step("reorg_checks", summary_parents, [
-    parent_edges_acyclic, parents_have_two_members, one_parent_per_level, topics_have_no_archived_members,
-    no_near_duplicate_topics, unplaced_memories_have_reasons], blocking=[parent_edges_acyclic])]
+    parent_edges_acyclic, parents_have_two_members, one_parent_per_level, no_duplicate_parent_edges,
+    topics_have_no_archived_members, no_near_duplicate_topics, unplaced_memories_have_reasons], blocking=[parent_edges_acyclic])]

@@ -181,6 +181,20 @@ def nodes_with_two_parents_at_one_level(tx: ManagedTransaction, tenant: str,
     return [record.data() for record in result]
 
 
+def doubled_parent_edges(tx: ManagedTransaction, tenant: str, limit: int = 20) -> list[dict[str, Any]]:
+    """Parent-child pairs joined by more than one PARENT edge (a repeated write that created edges)."""
+    result = tx.run(
+        """
+        MATCH (p:MemoryItem {user_name: $tenant})-[r:PARENT]->(c:MemoryItem {user_name: $tenant})
+        WITH p, c, count(r) AS edges
+        WHERE edges > 1
+        RETURN p.id AS parent, c.id AS child, edges ORDER BY parent, child LIMIT $limit
+        """,
+        tenant=tenant, limit=limit,
+    )
+    return [record.data() for record in result]
+
+
 def topic_tree(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
     """Every PARENT edge of the tenant with the parent's level: for inspection and tests."""
     result = tx.run(
@@ -393,7 +407,9 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
     """One unit of a placement plan, whole: create new topics, retire old ones (archived,
     SUPERSEDED_BY their successor, their PARENT edges removed), update changed ones, and apply
     each touched topic's child changes (``added`` / ``removed``; set-aside markers of newly placed
-    children cleared). A new topic (``fresh``) has no edges yet: they are created, not merged."""
+    children cleared). Idempotent: ``summary_parents`` retries with the same plan, so a unit an
+    earlier attempt committed is written again; edges are merged (PARENT, SUPERSEDED_BY), never
+    doubled, and a retired topic keeps its first ``archived_at``."""
     if any(props["user_name"] != tenant for props in created):
         raise ValueError("a topic must belong to the tenant it is written for")
     created_nodes = tx.run(
@@ -409,9 +425,11 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         UNWIND $retired AS row
         MATCH (o:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX o:MemoryItem(user_name, id)
         MATCH (n:MemoryItem {user_name: $tenant, id: row.successor}) USING INDEX n:MemoryItem(user_name, id)
-        SET o.status = 'archived', o.archived_reason = row.reason, o.archived_at = datetime(),
+        WITH o, n, row, CASE WHEN o.status = 'archived' THEN o.archived_at END AS archived_at
+        SET o.status = 'archived', o.archived_reason = row.reason, o.archived_at = coalesce(archived_at, datetime()),
             o.evolve_to = [row.successor]
-        CREATE (o)-[:SUPERSEDED_BY {update_type: 'reorganized', reason: row.reason, created_at: datetime()}]->(n)
+        MERGE (o)-[s:SUPERSEDED_BY {update_type: 'reorganized'}]->(n)
+        ON CREATE SET s.reason = row.reason, s.created_at = datetime()
         WITH o
         OPTIONAL MATCH (o)-[r:PARENT]-()
         DELETE r
@@ -436,22 +454,19 @@ def write_unit(tx: ManagedTransaction, tenant: str, created: list[dict[str, Any]
         """,
         tenant=tenant, children=[row for row in children if row["removed"]],
     ).consume().counters.relationships_deleted
-    edges = 0
-    for fresh in (True, False):
-        edges += tx.run(
-            """
-            UNWIND $children AS row
-            MATCH (t:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX t:MemoryItem(user_name, id)
-            UNWIND row.added AS child
-            MATCH (c:MemoryItem {user_name: $tenant, id: child})
-            """ + ("CREATE (t)-[:PARENT {created_at: datetime()}]->(c)" if fresh else
-                   "MERGE (t)-[r:PARENT]->(c) ON CREATE SET r.created_at = datetime()") + """
-            WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
-            REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_set_aside_nearest,
-                   c.reorg_set_aside_similarity, c.reorg_set_aside_group, c.reorg_deferred_at
-            """,
-            tenant=tenant, children=[row for row in children if row["fresh"] == fresh and row["added"]],
-        ).consume().counters.relationships_created
+    edges = tx.run(
+        """
+        UNWIND $children AS row
+        MATCH (t:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX t:MemoryItem(user_name, id)
+        UNWIND row.added AS child
+        MATCH (c:MemoryItem {user_name: $tenant, id: child})
+        MERGE (t)-[r:PARENT]->(c) ON CREATE SET r.created_at = datetime()
+        WITH c WHERE c.reorg_set_aside_at IS NOT NULL OR c.reorg_deferred_at IS NOT NULL
+        REMOVE c.reorg_set_aside_at, c.reorg_set_aside_reason, c.reorg_set_aside_nearest,
+               c.reorg_set_aside_similarity, c.reorg_set_aside_group, c.reorg_deferred_at
+        """,
+        tenant=tenant, children=[row for row in children if row["added"]],
+    ).consume().counters.relationships_created
     return UnitWrite(topics_created=created_nodes, edges_created=edges,
                      edges_removed=removed + retire_counters.relationships_deleted,
                      retired=len(retired))

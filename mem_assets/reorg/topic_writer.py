@@ -367,8 +367,7 @@ class _TypeContext:
                 out["updated"].append({"id": tid, "props": props})
                 if summary is not None:
                     out["embed"].append(props)
-            out["children"].append({"id": tid, "added": list(row["added"]), "removed": list(row["removed"]),
-                                    "fresh": row["action"] == "created"})
+            out["children"].append({"id": tid, "added": list(row["added"]), "removed": list(row["removed"])})
             self._count(row, summary is not None)
             out["changes"].append({
                 "id": tid, "memory_type": self.memory_type, "level": int(row["level"]), "action": row["action"],
