@@ -161,6 +161,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "text_vectors_made": report.vectors_made,
         "text_vectors_skipped": report.vectors_skipped,
         "pairs_gated": report.pairs_gated,
+        "pairs_guarded": report.pairs_guarded,
         "cross_encoder_pair_orders": report.cross_encoded,
         **model_passes.metadata(started),
         "prompt_tokens": usage.prompt_tokens,

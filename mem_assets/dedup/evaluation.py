@@ -5,7 +5,8 @@ Each line of the pairs file is ``{"a": older, "b": newer, "label": ..., ["lang":
 memory, ``b`` the new one. Pairs sharing a ``tenant`` form one tenant whose memories are all
 their texts, so ``top_k`` competes as in a real graph. Candidates come from the pipeline's own
 search (``find_candidates``: threshold, top_k, exact duplicates); the judge labels only the
-candidate pairs; a pair that is never a candidate counts as independent.
+candidate pairs, and its answers pass the pipeline's resolution guards (``resolution_guards``);
+a pair that is never a candidate counts as independent.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from mem_assets.dedup.candidates import NodeVectors, find_candidates
 from mem_assets.dedup.pair_judge import JudgeResource
+from mem_assets.dedup.resolution_guards import GUARDS, guard_judgments
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import normalize_text
 
@@ -102,7 +104,9 @@ def evaluate(rows: Iterable[dict], embedder: EmbedderResource, judge: JudgeResou
     rows = list(rows)
     flags = _candidate_flags(rows, embedder, threshold, top_k)
     judged = [i for i, flag in enumerate(flags) if flag]
-    judgments, usage = judge.judge_pairs([(rows[i]["a"], rows[i]["b"]) for i in judged])
+    pairs = [(rows[i]["a"], rows[i]["b"]) for i in judged]
+    answers, usage = judge.judge_pairs(pairs)
+    judgments = guard_judgments(pairs, answers)
     predicted = ["independent"] * len(rows)
     for i, judgment in zip(judged, judgments, strict=True):
         predicted[i] = judgment.label
@@ -118,6 +122,7 @@ def evaluate(rows: Iterable[dict], embedder: EmbedderResource, judge: JudgeResou
         "candidates": len(judged),
         "never_candidates": len(rows) - len(judged),
         "judge_failures": sum(j.failed for j in judgments),
+        "guarded": sum(g is not j for g, j in zip(judgments, answers, strict=True)),
         "judge_calls": usage.calls,
         "pairs_routed_to_llm": sum(j.routed for j in judgments),
         "decided_by_llm": sum(j.stage == "llm" and not (j.failed or j.deferred) for j in judgments),
@@ -125,5 +130,6 @@ def evaluate(rows: Iterable[dict], embedder: EmbedderResource, judge: JudgeResou
         "top_k": top_k,
         "embedder": type(embedder).__name__,
         "judge": judge.fingerprint,
+        "guards": GUARDS,
     })
     return result

@@ -22,6 +22,7 @@ from mem_assets.dedup import queries
 from mem_assets.dedup.llm_judge_prompt import JudgeRequest, MemoryRef
 from mem_assets.dedup.pair_judge import DeepVectors, JudgeResource, Judgment
 from mem_assets.dedup.relations import Stage
+from mem_assets.dedup.resolution_guards import guarded_fingerprint, guarded_requests
 from mem_assets.dedup.review_queue import apply_answers, candidate_keys
 from mem_resources.llm import ChatUsage
 from mem_resources.memory_model import normalize_text
@@ -51,6 +52,8 @@ class JudgingReport:
     vectors_skipped: int = 0
     """Texts of judged pairs no e5 pass was needed for: only pairs the judge's gate closed read them."""
     pairs_gated: int = 0
+    pairs_guarded: int = 0
+    """Distinct pairs whose merge or supersede a resolution guard turned independent."""
     cross_encoded: int = 0
     """Pair orders (older, newer and back) the accurate judge's Chinese cross-encoder read."""
     vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
@@ -114,7 +117,8 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     if pairs.empty:
         return JudgingReport(pd.DataFrame(columns=JUDGMENT_COLUMNS))
     pairs = pairs.reset_index(drop=True)
-    keys = [pair_key(judge.fingerprint, a, b)
+    fingerprint = guarded_fingerprint(judge.fingerprint)
+    keys = [pair_key(fingerprint, a, b)
             for a, b in zip(pairs["left_text"], pairs["right_text"], strict=True)]
     cached = lookup(sorted(set(keys)))
     first_of_key: dict[str, int] = {}
@@ -127,12 +131,14 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     requests: list[JudgeRequest] = []
     results: list[list[Judgment]] = []
     vectors: DeepVectors | None = None
+    report_guarded = 0
     if not todo.empty:
         requests, covered = build_requests(todo)
         if stored_vectors is not None and judge.deep_vector_space:
             vectors = DeepVectors(known=stored_vectors(sorted(set(todo["left_id"]) | set(todo["right_id"]))))
         with tracked(label, sink, total=len(todo), unit="pairs") as progress:
             results, usage = judge.judge_requests(requests, progress.advance, vectors)
+        results, report_guarded = guarded_requests(requests, results)
         todo_keys = [keys[position] for position in sorted(first_of_key.values())]
         for positions, judgments in zip(covered, results, strict=True):
             for position, judgment in zip(positions, judgments, strict=True):
@@ -150,7 +156,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                          verdict.deferred, key, verdict.near, verdict.near_probability, verdict.stage,
                          verdict.routed, verdict.over_budget))
     done = {key: verdict for key, verdict in fresh.items() if not verdict.failed and not verdict.deferred}
-    to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason, "judge": judge.fingerprint,
+    to_cache = [{"key": key, "label": verdict.label, "reason": verdict.reason, "judge": fingerprint,
                  "stage": verdict.stage, "routed": verdict.routed,
                  **({"near": verdict.near, "near_probability": verdict.near_probability} if verdict.near else {})}
                 for key, verdict in done.items()]
@@ -158,6 +164,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
     report = JudgingReport(pd.DataFrame(rows, columns=JUDGMENT_COLUMNS), to_cache, usage,
                            cache_hits=sum(key in cached for key in set(keys)), requests=len(requests),
                            pairs_gated=sum(verdict.gated for verdict in fresh.values()),
+                           pairs_guarded=report_guarded,
                            decided={stage: sum(v.stage == stage for v in done.values()) for stage in get_args(Stage)},
                            pairs_routed=sum(verdict.routed for verdict in fresh.values()),
                            llm_changed=sum(v.routed and v.stage == "llm" and v.label != "independent"
