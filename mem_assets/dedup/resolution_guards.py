@@ -315,20 +315,42 @@ _ZH_PLACE_PREPOSITIONS = frozenset("在 到 去 从 来 于 进".split())
 
 
 @lru_cache(maxsize=8192)
-def _zh_cut(text: str) -> tuple[tuple[str, str], ...]:
-    """jieba's words and flags; adjacent name pieces joined ("冯" "志远"), and a word jieba calls
-    a name after a numeral or measure word, or after a place preposition ("一所幼儿园", "在星巴克"),
-    flagged a noun."""
+def _zh_cut(text: str, names: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
+    """jieba's words and flags, with each of ``names`` kept whole as a name (jieba cuts a name
+    it does not know differently in two sentences: "刘洋" / "刘" "洋教"); adjacent name pieces
+    joined ("冯" "志远"), and a word jieba calls a name after a numeral or measure word, or after
+    a place preposition ("一所幼儿园", "在星巴克"), flagged a noun."""
+    pieces: list[tuple[str, str]] = []
+    if names:
+        pattern = re.compile("(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + ")")
+        for part in pattern.split(text):
+            if part in names:
+                pieces.append((part, "nr"))
+            elif part:
+                pieces.extend((p.word, p.flag) for p in jieba.posseg.lcut(part))
+    else:
+        pieces = [(p.word, p.flag) for p in jieba.posseg.lcut(text)]
     out: list[tuple[str, str]] = []
-    for piece in jieba.posseg.lcut(text):
-        word, flag = piece.word, piece.flag
-        if flag.startswith("nr") and out and (out[-1][1][:1] in ("m", "q") or out[-1][0] in _ZH_PLACE_PREPOSITIONS):
+    for word, flag in pieces:
+        if flag.startswith("nr") and word not in names and out and (
+                out[-1][1][:1] in ("m", "q") or out[-1][0] in _ZH_PLACE_PREPOSITIONS):
             flag = "n"
-        if flag.startswith("nr") and out and out[-1][1].startswith("nr"):
+        if flag.startswith("nr") and out and out[-1][1].startswith("nr") and word not in names \
+                and out[-1][0] not in names:
             out[-1] = (out[-1][0] + word, "nr")
             continue
         out.append((word, flag))
     return tuple(out)
+
+
+def _zh_names(*texts: str) -> frozenset[str]:
+    """The names jieba finds in any of ``texts`` (two characters or more), less those any text
+    places somewhere ("在星巴克", "一所幼儿园"): places and organisations."""
+    found = {w for t in texts for w, f in _zh_cut(t) if f.startswith("nr") and len(w) >= 2}
+    return frozenset(name for name in found if not any(re.search(_ZH_PLACED + re.escape(name), t) for t in texts))
+
+
+_ZH_PLACED = "(?:" + "|".join(sorted(_ZH_PLACE_PREPOSITIONS)) + r"|[一二两三几这那每][个所家座间])"
 
 
 def _zh_person(word: str, flag: str) -> str | None:
@@ -342,8 +364,8 @@ def _zh_person(word: str, flag: str) -> str | None:
 
 
 @lru_cache(maxsize=8192)
-def _zh_doers(text: str) -> Doers:
-    pieces = [(w.strip(), f) for w, f in _zh_cut(text) if w.strip()]
+def _zh_doers(text: str, names: frozenset[str] = frozenset()) -> Doers:
+    pieces = [(w.strip(), f) for w, f in _zh_cut(text, names) if w.strip()]
     people = {p for w, f in pieces if (p := _zh_person(w, f))}
     c = _Clauses(people)
     clause_start, gratitude = True, False
@@ -360,6 +382,8 @@ def _zh_doers(text: str) -> Doers:
         person = _zh_person(word, flag)
         if person is not None:
             who = c.who(person)
+            if previous == "的" and i >= 2 and _zh_content(*pieces[i - 2]):
+                c.reassign([pieces[i - 2][0]], {who})  # "生病的邓凯": the illness is his
             if previous in _ZH_RECIPIENT_MARKERS:
                 pass
             elif nxt[0] == "的":
@@ -379,7 +403,7 @@ def _zh_doers(text: str) -> Doers:
                 else:
                     c.with_.add(who)
             elif previous in _ZH_AGENT_MARKERS or gratitude or clause_start or (
-                    nxt[1][:1] in ("v", "d") and (not i or pieces[i - 1][1][:1] != "p")):
+                    _zh_verb_follows(pieces, i) and (not i or pieces[i - 1][1][:1] != "p")):
                 if clause_start and not c.subject:
                     c.subject = {who}
                 c.agent = {who}
@@ -391,11 +415,26 @@ def _zh_doers(text: str) -> Doers:
         if _zh_content(word, flag):
             if word in _ZH_GRATITUDE:
                 gratitude = True
-            c.fresh = c.fresh and flag.startswith("v")
+            verb = bool(c.fresh) and (flag.startswith("v") or (i > 0 and _zh_person(*pieces[i - 1]) is not None))
+            fresh = c.fresh and not verb
+            c.fresh = verb
             c.add(word, c.agent or {_UNKNOWN})
+            c.fresh = fresh
             clause_start = False
         i += 1
     return c.result()
+
+
+_ZH_BEFORE_VERB = frozenset("在 正在 一直 也 都 还 又 就 会 要 总是 经常 常 每天 已经 曾经".split())
+
+
+def _zh_verb_follows(pieces: Sequence[tuple[str, str]], i: int) -> bool:
+    """Whether a verb follows the word at ``i``, past adverbs and 在 ("何静在照顾他")."""
+    for word, flag in pieces[i + 1:]:
+        if word in _ZH_BEFORE_VERB or flag[:1] == "d":
+            continue
+        return flag[:1] == "v"
+    return False
 
 
 def _zh_content(word: str, flag: str) -> bool:
@@ -405,9 +444,10 @@ def _zh_content(word: str, flag: str) -> bool:
 
 # --- the guards ------------------------------------------------------------------------------
 
-def doers(text: str) -> Doers:
-    """Each action of ``text`` (a word stem, or a Chinese word) and who does it."""
-    return _zh_doers(text) if _CJK.search(text) else _en_doers(text)
+def doers(text: str, names: frozenset[str] = frozenset()) -> Doers:
+    """Each action of ``text`` (a word stem, or a Chinese word) and who does it; ``names``:
+    Chinese names to keep whole (those of both texts of a pair)."""
+    return _zh_doers(text, names) if _CJK.search(text) else _en_doers(text)
 
 
 def _mutual(text: str) -> bool:
@@ -421,7 +461,8 @@ def role_reversal(a: str, b: str) -> str | None:
     ("married", "together")."""
     if _mutual(a) or _mutual(b) or bool(_CJK.search(a)) != bool(_CJK.search(b)):
         return None
-    left, right = doers(a), doers(b)
+    names = _zh_names(a, b) if _CJK.search(a) else frozenset()
+    left, right = doers(a, names), doers(b, names)
     both = left.people & right.people
     if len(both) < 2:
         return None
