@@ -387,12 +387,12 @@ def _zh_doers(text: str, names: frozenset[str] = frozenset()) -> Doers:
             if previous in _ZH_RECIPIENT_MARKERS:
                 pass
             elif nxt[0] == "的":
-                owned = [w for w, f in pieces[i + 2:i + 4] if _zh_content(w, f)][:1]
+                owned, j = _zh_owned(pieces, i + 2)
                 for stem in owned:
                     c.add(stem, {who})
                 if clause_start and not c.subject:
                     c.subject, c.agent = {_UNKNOWN}, {_UNKNOWN}
-                i += 2 + (1 if owned and pieces[i + 2][0] == owned[0] else 0)
+                i = j
                 clause_start = False
                 continue
             elif previous in _ZH_COAGENT_MARKERS:
@@ -423,6 +423,27 @@ def _zh_doers(text: str, names: frozenset[str] = frozenset()) -> Doers:
             clause_start = False
         i += 1
     return c.result()
+
+
+def _zh_owned(pieces: Sequence[tuple[str, str]], start: int) -> tuple[list[str], int]:
+    """The words a "X 的" owns from ``start``, and where they end: its first word, then nouns
+    (time words skipped), and a verb only where the phrase ends with it ("郑浩的生日聚会邀请";
+    in "张敏的车去上班" the going is not the car's)."""
+    owned, j = [], start
+    while j < len(pieces) and len(owned) < 3:
+        word, flag = pieces[j]
+        if flag[:1] == "t" and owned:
+            j += 1
+            continue
+        if not _zh_content(word, flag) and not (flag[:1] == "t" and not owned):
+            break
+        final = j + 1 == len(pieces) or not _zh_content(*pieces[j + 1])
+        if owned and flag[:1] == "v" and flag != "vn" and not final:
+            break
+        if flag[:1] != "t":
+            owned.append(word)
+        j += 1
+    return owned, j
 
 
 _ZH_BEFORE_VERB = frozenset("在 正在 一直 也 都 还 又 就 会 要 总是 经常 常 每天 已经 曾经".split())
