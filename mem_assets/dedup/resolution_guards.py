@@ -522,6 +522,22 @@ _ZH_SKIP_TO_HEAD = frozenset(
     "向来 比较 更 最".split())
 
 
+_EN_HAVE = frozenset("have has had".split())
+_EN_PARTICIPLES = frozenset("thought felt found been become begun got gotten".split())
+
+
+def _possession(tokens: Sequence[_Token], k: int) -> bool:
+    """Whether "have" at ``k`` is the verb of possession ("does not have a car"), not an auxiliary
+    ("has always thought", "has started")."""
+    for token in tokens[k + 1:]:
+        if token.lower in ("always", "never", "just", "already", "long", "recently", "since", "ever"):
+            return False
+        if token.lower in _EN_PARTICIPLES or _PARTICIPLE.search(token.lower):
+            return False
+        return True
+    return False
+
+
 @dataclass(frozen=True)
 class _Statement:
     opinion: bool
@@ -561,6 +577,9 @@ def _statement(text: str) -> _Statement:
     for k, token in enumerate(tokens):
         if token.person is not None and (k < 3 or not head):
             continue
+        if token.lower in _EN_HAVE and _possession(tokens, k):
+            head = "have"
+            break
         if token.lower in _EN_SKIP_TO_HEAD or not token.word[:1].isalpha():
             continue
         head = _en_stem(token.lower)

@@ -29,7 +29,8 @@ PROBABILITIES_SHA256 = {"0cc8a50098e8a02a77d1fa7489defe697a3c0b8f795b1ed4f269468
 #: Groups written after the digests were recorded (for judge-v3, judge-v4, judge-v6 and judge-v7).
 LATER_FILES = ("en_13_negated_neighbours:", "zh_11_negated_neighbours:", "zh_12_paraphrase_restated:",
                "zh_13_span_cues:", "en_14_progress_not_change:", "zh_14_progress_not_change:",
-               "en_15_idiomatic_negation:", "zh_15_idiomatic_negation:")
+               "en_15_idiomatic_negation:", "zh_15_idiomatic_negation:", "en_16_roles_and_attributes:",
+               "zh_16_roles_and_attributes:")
 
 
 @pytest.fixture(scope="module")
