@@ -532,9 +532,7 @@ def _possession(tokens: Sequence[_Token], k: int) -> bool:
     for token in tokens[k + 1:]:
         if token.lower in ("always", "never", "just", "already", "long", "recently", "since", "ever"):
             return False
-        if token.lower in _EN_PARTICIPLES or _PARTICIPLE.search(token.lower):
-            return False
-        return True
+        return not (token.lower in _EN_PARTICIPLES or _PARTICIPLE.search(token.lower))
     return False
 
 
