@@ -97,9 +97,9 @@ def neo4j_uri() -> str:
     return settings.neo4j_uri or local_neo4j.up(local_neo4j.LocalNeo4jSettings.from_settings(settings))
 
 
-def memtend(args: list[str], env: dict[str, str]) -> None:
+def memtend(args: list[str], env: dict[str, str], check: bool = True) -> int:
     print("$ memtend", " ".join(args), flush=True)
-    subprocess.run([str(MEMTEND), *args], env=env, check=True, cwd=ROOT)
+    return subprocess.run([str(MEMTEND), *args], env=env, check=check, cwd=ROOT).returncode
 
 
 def resolutions(uri: str, tenants: list[str]) -> list[dict[str, Any]]:
@@ -131,7 +131,7 @@ def entries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def write_report(found: list[dict[str, Any]], tenants: list[str], prefix: str) -> dict[str, int]:
+def write_report(found: list[dict[str, Any]], tenants: list[str], prefix: str, status: int = 0) -> dict[str, int]:
     reviews = json.loads(REVIEWS.read_text("utf-8")) if REVIEWS.is_file() else {}
     counts: dict[str, int] = defaultdict(int)
     for entry in found:
@@ -147,6 +147,8 @@ def write_report(found: list[dict[str, Any]], tenants: list[str], prefix: str) -
     lines = [
         "# Resolutions of a whole-pipeline run, reviewed (issue 44 item 7)",
         "",
+        *([(f"**`memtend tend` exited with {status}** (a step failed; the resolutions below are those dedup "
+           "applied)."), ""] if status else []),
         (f"Written by `python -m research.studies.resolution_report` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC "
         f"(tenants `{prefix}_*`, dropped after the run). Workload: the bundled sample (alice, wang_lei, sam) "
         "and the memory items of the LoCoMo tuning conversations 26, 30, 41 (one tenant per speaker)."),
@@ -188,7 +190,7 @@ def write_report(found: list[dict[str, Any]], tenants: list[str], prefix: str) -
 def main() -> None:
     if sys.argv[1:] == ["--render"]:  # the last run's resolutions again, with the reviews as they are now
         raw = json.loads(RAW.read_text("utf-8"))
-        counts = write_report(raw["found"], raw["tenants"], raw["prefix"])
+        counts = write_report(raw["found"], raw["tenants"], raw["prefix"], raw.get("status", 0))
         print(f"{REPORT.relative_to(ROOT)}: {len(raw['found'])} resolutions listed; {json.dumps(counts)}")
         return
     prefix = f"rr{uuid.uuid4().hex[:8]}"
@@ -203,17 +205,17 @@ def main() -> None:
                "DAGSTER_HOME": str(work / "dagster_home"), "MEMTEND_AUTOMATION": "off",
                "PYTHONPATH": str(ROOT)}
         try:
-            memtend(["tend", *tenants], env)
-            found = entries(resolutions(uri, tenants))
+            status = memtend(["tend", *tenants], env, check=False)  # a failed step elsewhere still leaves
+            found = entries(resolutions(uri, tenants))                # the resolutions dedup applied
         finally:
             for tenant in tenants:
                 try:
                     memtend(["drop", tenant, "--yes", "--backup-dir", str(work / "backups")], env)
                 except subprocess.CalledProcessError as exc:
                     print(f"could not drop {tenant}: {exc}", file=sys.stderr)
-    RAW.write_text(json.dumps({"prefix": prefix, "tenants": tenants, "found": found}, ensure_ascii=False, indent=1),
-                   "utf-8")
-    counts = write_report(found, tenants, prefix)
+    RAW.write_text(json.dumps({"prefix": prefix, "tenants": tenants, "status": status, "found": found},
+                              ensure_ascii=False, indent=1), "utf-8")
+    counts = write_report(found, tenants, prefix, status)
     print(f"{REPORT.relative_to(ROOT)}: {len(found)} resolutions listed; {json.dumps(counts)}")
 
 
