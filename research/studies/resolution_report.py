@@ -57,7 +57,8 @@ LOCOMO_ALLOWED = ("locomo-26-", "locomo-30-", "locomo-41-")
 REPORT = ROOT / "research" / "resolutions_report.md"
 REVIEWS = Path(__file__).with_name("resolution_report_reviews.json")
 RAW = ROOT / "research" / "resolutions_report.json"
-MEMTEND = ROOT / ".venv" / "bin" / "memtend"
+MEMTEND = Path(sys.executable).with_name("memtend")
+"""The product's command from the environment running this script."""
 
 
 def review_key(kind: str, texts: list[str], result: str) -> str:
