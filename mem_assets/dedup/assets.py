@@ -157,6 +157,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "text_vectors_made": report.vectors_made,
         "text_vectors_skipped": report.vectors_skipped,
         "pairs_gated": report.pairs_gated,
+        **{f"pairs_{stage}_stage": count for stage, count in report.cascade.items()},
+        "accurate_stage_changed": report.accurate_changed,
         "cross_encoder_pair_orders": report.cross_encoded,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
