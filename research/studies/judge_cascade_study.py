@@ -107,8 +107,7 @@ def _sets() -> dict[str, tuple]:
     o = np.load(OOF)
     truth, judged = o["truth"], o["candidate"] & ~o["exact"]
     a, b = o["a"], o["b"]
-    chinese = np.array([bool(gate_study.training) and False for _ in a])
-    decided = training.apply_model_thresholds(o["accurate"][0], thresholds, chinese)
+    decided = training.apply_model_thresholds(o["accurate"][0], thresholds, np.zeros(len(a), bool))
     overruled = np.array([dated_events(x, y) for x, y in zip(a, b, strict=True)])
     decided = np.where(np.isin(decided, training.JUDGED) & overruled, "independent", decided)
     sets["train OOF (fast recipe in fold)"] = (truth, decided, o["gate"][0], judged, overruled)
