@@ -154,5 +154,27 @@ def report() -> None:
         print(f"  {name}: {evaluate(*sets[name], low, best[1], best[2])}")
 
 
+def bench() -> None:
+    """Pairs per stage of the shipped cascade on the dedup bench's template texts (2k new x 20k,
+    candidates as the pipeline's numpy search finds them; no labels, no accurate stage run)."""
+    from bench.dedup_bench import bench_texts
+    from mem_assets.dedup.offline_judge_features import PairFeaturizer
+    from mem_assets.dedup.offline_judge_model import gate
+    from mem_resources.embedder import wordllama_embed
+
+    old, new = bench_texts(20_000, 2_000)
+    pairs = gate_study.tenant_pairs(old, new)
+    judged = [(a, b) for a, b in pairs if normalize_text(a) != normalize_text(b)]
+    both = PairFeaturizer(wordllama_embed).cheap(judged + [(b, a) for a, b in judged])
+    shipped = gate("accurate", cascade=True)
+    fast = shipped.model.pair_probabilities(both[:len(judged)], both[len(judged):])
+    answers = shipped.answers(fast)
+    opened = [pair for pair, answer in zip(judged, answers, strict=True) if answer is None]
+    print(f"bench 2k x 20k: {len(pairs)} pairs, {len(pairs) - len(judged)} exact, low {answers.count('independent')}, "
+          f"sure repeat {answers.count('redundant')}, sure contradiction {answers.count('contradictory')}, "
+          f"accurate {len(opened)}; texts needing e5 {len({t for pair in opened for t in pair})} "
+          f"of {len({t for pair in judged for t in pair})}")
+
+
 if __name__ == "__main__":
-    {"oof": oof, "locomo": locomo, "report": report}[sys.argv[1]]()
+    {"oof": oof, "locomo": locomo, "report": report, "bench": bench}[sys.argv[1]]()
