@@ -222,9 +222,35 @@ def test_pairs_the_gate_calls_clearly_independent_cost_no_e5_pass(neo4j, instanc
     judged = metadata(result, "relation_judgments")
     assert (judged["pairs"], judged["pairs_gated"], judged["text_vectors_skipped"]) == (1, 1, 2)
     assert judged["text_vectors_made"] == 0
+    assert (judged["pairs_exact_stage"], judged["pairs_fast_stage"], judged["pairs_accurate_stage"]) == (0, 1, 0)
     frame = result.output_for_node("relation_judgments")
     assert frame["label"].tolist() == ["independent"] and frame["reason"][0].startswith("gated by judge-v2")
     assert not [n for n in nodes(neo4j, tenant).values() if "judge_vector" in n]
+
+
+def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, tenant):
+    """The judge cascade in a run: each pair judged is counted by the stage that answered it, and
+    the accurate stage's pairs by whether it changed what the fast model alone would have said; a
+    rerun judges nothing, so every stage counts zero."""
+    from mem_assets.dedup import offline_judge_model as judge_model
+
+    texts = ["The user likes green tea.", "The user no longer drinks green tea.",
+             "The user likes hiking in the mountains."]
+    write_items(neo4j, tenant, texts)
+    result = run_dedup(neo4j, tenant, instance)
+    judged = metadata(result, "relation_judgments")
+    frame = result.output_for_node("relation_judgments")
+    pairs = result.output_for_node("dedup_candidates")
+    older_first = [tuple(sorted((a, b), key=texts.index)) for a, b in zip(pairs.left_text, pairs.right_text,
+                                                                            strict=True)]
+    expected = judge_model.predict(older_first, gate=judge_model.gate("accurate", cascade=True), band=0.15)
+    counts = {stage: sum(d.stage == stage for d in expected) for stage in ("exact", "fast", "accurate")}
+    assert {stage: judged[f"pairs_{stage}_stage"] for stage in counts} == counts
+    assert sum(counts.values()) == judged["pairs"] == len(frame) and counts["accurate"] >= 1
+    assert judged["accurate_stage_changed"] == sum(d.stage == "accurate" and d.fast_label != d.label
+                                                   for d in expected)
+    rerun = metadata(run_dedup(neo4j, tenant, instance), "relation_judgments")
+    assert (rerun["pairs_exact_stage"], rerun["pairs_fast_stage"], rerun["pairs_accurate_stage"]) == (0, 0, 0)
 
 
 def test_a_new_repeat_of_a_merged_node_is_compared_with_the_merged_node(neo4j, instance, tenant):

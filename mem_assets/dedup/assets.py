@@ -1,6 +1,7 @@
 """Incremental dedup of one tenant: candidates -> judgments -> merged nodes (seed 000 §4–§5)."""
 
 from collections.abc import Iterator
+from typing import get_args
 
 import dagster as dg
 import pandas as pd
@@ -12,6 +13,7 @@ from mem_assets.dedup.candidate_search import Search, search_candidates
 from mem_assets.dedup.candidates import default_threshold
 from mem_assets.dedup.judgment_cache import JudgingReport, judge_tenant
 from mem_assets.dedup.pair_judge import JudgeResource
+from mem_assets.dedup.relations import CascadeStage
 from mem_assets.dedup.review_queue import queued, unsure_pairs
 from mem_resources import model_passes
 from mem_resources.embedder import EmbedderResource
@@ -162,6 +164,8 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "text_vectors_skipped": report.vectors_skipped,
         "pairs_gated": report.pairs_gated,
         "pairs_guarded": report.pairs_guarded,
+        **{f"pairs_{stage}_stage": report.cascade.get(stage, 0) for stage in get_args(CascadeStage)},
+        "accurate_stage_changed": report.accurate_changed,
         "cross_encoder_pair_orders": report.cross_encoded,
         **model_passes.metadata(started),
         "prompt_tokens": usage.prompt_tokens,

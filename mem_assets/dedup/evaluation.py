@@ -15,11 +15,13 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 
 from mem_assets.dedup.candidates import NodeVectors, find_candidates
 from mem_assets.dedup.pair_judge import JudgeResource
+from mem_assets.dedup.relations import CascadeStage
 from mem_assets.dedup.resolution_guards import GUARDS, guard_judgments
 from mem_resources.embedder import EmbedderResource
 from mem_resources.memory_model import normalize_text
@@ -126,6 +128,9 @@ def evaluate(rows: Iterable[dict], embedder: EmbedderResource, judge: JudgeResou
         "judge_calls": usage.calls,
         "pairs_routed_to_llm": sum(j.routed for j in judgments),
         "decided_by_llm": sum(j.stage == "llm" and not (j.failed or j.deferred) for j in judgments),
+        "pairs_by_stage": {stage: sum(j.cascade == stage for j in judgments) for stage in get_args(CascadeStage)},
+        "accurate_stage_changed": sum(j.cascade == "accurate" and j.fast_label not in (None, j.label)
+                                      for j in judgments),
         "threshold": threshold,
         "top_k": top_k,
         "embedder": type(embedder).__name__,

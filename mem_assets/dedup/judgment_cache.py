@@ -21,7 +21,7 @@ import pandas as pd
 from mem_assets.dedup import queries
 from mem_assets.dedup.llm_judge_prompt import JudgeRequest, MemoryRef
 from mem_assets.dedup.pair_judge import DeepVectors, JudgeResource, Judgment
-from mem_assets.dedup.relations import Stage
+from mem_assets.dedup.relations import CascadeStage, Stage
 from mem_assets.dedup.resolution_guards import guarded_fingerprint, guarded_requests
 from mem_assets.dedup.review_queue import apply_answers, candidate_keys
 from mem_resources.llm import ChatUsage
@@ -52,8 +52,13 @@ class JudgingReport:
     vectors_skipped: int = 0
     """Texts of judged pairs no e5 pass was needed for: only pairs the judge's gate closed read them."""
     pairs_gated: int = 0
+    """Pairs the fast stage of the offline judge's cascade answered (clearly independent, repeat or contradiction)."""
     pairs_guarded: int = 0
     """Distinct pairs whose merge or supersede a resolution guard turned independent."""
+    cascade: dict[str, int] = field(default_factory=dict)
+    """Distinct pairs judged this run by the offline cascade's stage that answered (exact / fast / accurate)."""
+    accurate_changed: int = 0
+    """Pairs the accurate stage decided otherwise than the fast model alone would have."""
     cross_encoded: int = 0
     """Pair orders (older, newer and back) the accurate judge's Chinese cross-encoder read."""
     vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
@@ -165,6 +170,10 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                            cache_hits=sum(key in cached for key in set(keys)), requests=len(requests),
                            pairs_gated=sum(verdict.gated for verdict in fresh.values()),
                            pairs_guarded=report_guarded,
+                           cascade={stage: sum(v.cascade == stage for v in fresh.values())
+                                    for stage in get_args(CascadeStage)},
+                           accurate_changed=sum(v.cascade == "accurate" and v.fast_label is not None
+                                                and v.fast_label != v.label for v in fresh.values()),
                            decided={stage: sum(v.stage == stage for v in done.values()) for stage in get_args(Stage)},
                            pairs_routed=sum(verdict.routed for verdict in fresh.values()),
                            llm_changed=sum(v.routed and v.stage == "llm" and v.label != "independent"

@@ -44,12 +44,7 @@ class CrossEncoder:
     pair's probabilities would depend on its neighbours (by up to 0.11)."""
 
     def __init__(self, model: Path, jar: Path, language: bge.Language) -> None:
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-        self._session = model_passes.CountedSession(session, model.stem)
+        self._session = model_passes.CountedSession(bge.session(model), model.stem)
         self._tokenizer = tokenizer(jar, language)
         self._known: dict[tuple[str, str], np.ndarray] = {}
 

@@ -30,7 +30,7 @@ from mem_assets.dedup.offline_judge_features import (
     PairFeaturizer,
     dated_events,
 )
-from mem_assets.dedup.relations import Label, ModelKind
+from mem_assets.dedup.relations import CascadeStage, Label, ModelKind
 from mem_resources import bge, model_passes
 from mem_resources.bge import Language
 from mem_resources.embedder import e5_embed, wordllama_embed
@@ -56,6 +56,11 @@ and P(contradictory) both under the bound, the largest on a 0.01 grid that loses
 accurate judge's redundant / contradictory decisions out of fold on the training pairs
 (``research/studies/judge_gate_study.py``; chosen again for judge-v13: ``research/studies/judge_gate_v13_rule.md``)."""
 
+CASCADES: dict[ModelKind, tuple[float | None, float | None]] = {"accurate": (None, None)}
+"""The other side of the cascade: a pair the gate's model is sure is a repeat (P(redundant) at
+least the first bound) or a contradiction (P(contradictory) at least the second) gets that label
+without the accurate stage; None: that side is off. Chosen out of fold on the training pairs
+(``research/studies/judge_cascade_rule.md``)."""
 
 def model_file(kind: ModelKind = "accurate") -> Path:
     return MODEL_DIR / f"{MODEL_NAMES[kind]}.json"
@@ -182,18 +187,26 @@ def redundant_thresholds(thresholds: Mapping[str, float], chinese: np.ndarray) -
 
 @dataclass(frozen=True)
 class Gate:
-    """Pairs a cheaper ``model`` (over ``FEATURE_NAMES`` only) calls clearly independent — both
-    P(redundant) and P(contradictory) under ``below`` — are answered independent without the
-    expensive features. It can only turn a redundant or contradictory decision into independent,
-    never add a merge or a supersede: precision is kept, some recall is traded for speed."""
+    """The cheap stage of a cascade: a cheaper ``model`` (over ``FEATURE_NAMES`` only) answers the
+    pairs it is sure of, the costly model's features are made only for the rest. Pairs it calls
+    clearly independent — both P(redundant) and P(contradictory) under ``below`` — are
+    independent; with ``redundant_from`` / ``contradictory_from`` (the cascade's other side), a
+    pair whose P(redundant) (and at least its P(contradictory)) or P(contradictory) reaches it
+    gets that label. The bounds are chosen so that it changes few of the costly model's
+    decisions and adds no wrong resolution on the training pairs (``CASCADES``)."""
 
     model: JudgeModel
     name: str
     below: float
+    redundant_from: float | None = None
+    contradictory_from: float | None = None
 
     @property
     def fingerprint(self) -> str:
-        return f"gate:{self.model.fingerprint}<{self.below}"
+        sure = "".join(f">{side[0]}{bound}" for side, bound in (("redundant", self.redundant_from),
+                                                                 ("contradictory", self.contradictory_from))
+                       if bound is not None)
+        return f"gate:{self.model.fingerprint}<{self.below}{sure}"
 
     def closed(self, probabilities: np.ndarray) -> np.ndarray:
         """Which (symmetrized) probability rows are clearly independent."""
@@ -201,10 +214,25 @@ class Gate:
         contradictory = probabilities[:, self.model.classes.index("contradictory")]
         return (redundant < self.below) & (contradictory < self.below)
 
-    def reason(self, row: np.ndarray) -> str:
+    def answers(self, probabilities: np.ndarray) -> list[Label | None]:
+        """Per (symmetrized) row, the label the cheap stage is sure of, or None: the costly model decides."""
+        redundant = probabilities[:, self.model.classes.index("redundant")]
+        contradictory = probabilities[:, self.model.classes.index("contradictory")]
+        sure_redundant = (redundant >= self.redundant_from) & (redundant >= contradictory) \
+            if self.redundant_from is not None else np.zeros(len(probabilities), bool)
+        sure_contradictory = ~sure_redundant & (contradictory >= self.contradictory_from) \
+            if self.contradictory_from is not None else np.zeros(len(probabilities), bool)
+        return ["independent" if closed else "redundant" if r else "contradictory" if c else None
+                for closed, r, c in zip(self.closed(probabilities), sure_redundant, sure_contradictory, strict=True)]
+
+    def reason(self, row: np.ndarray, label: Label = "independent") -> str:
         r, c = (float(row[self.model.classes.index(k)]) for k in ("redundant", "contradictory"))
-        return (f"gated by {self.name}: P(redundant) = {r:.3f}, P(contradictory) = {c:.3f}, both under "
-                f"{self.below}: clearly independent, e5 not read")
+        said = f"gated by {self.name}: P(redundant) = {r:.3f}, P(contradictory) = {c:.3f}"
+        if label == "redundant":
+            return f"{said}, P(redundant) at least {self.redundant_from}: clearly a repeat, e5 not read"
+        if label == "contradictory":
+            return f"{said}, P(contradictory) at least {self.contradictory_from}: clearly a contradiction, e5 not read"
+        return f"{said}, both under {self.below}: clearly independent, e5 not read"
 
 
 @dataclass(frozen=True)
@@ -218,10 +246,16 @@ class Decision:
     near: Label | None = None
     """Left independent, but this label's probability was within the review band of its threshold."""
     near_probability: float | None = None
+    stage: CascadeStage = "accurate"
+    """Which stage of the cascade answered: ``exact`` (equal texts), ``fast`` (the gate's model
+    was sure) or ``accurate`` (the model itself; also without a gate)."""
+    fast_label: Label | None = None
+    """For a pair the ``accurate`` stage decided behind a gate: what the gate's model alone would
+    have said at its own thresholds (so a run can count what the accurate stage changed)."""
 
     @property
     def reason(self) -> str:
-        return self.gated or self.overruled or f"judge model: P({self.label}) = {self.probability:.2f}"
+        return self.overruled or self.gated or f"judge model: P({self.label}) = {self.probability:.2f}"
 
 
 def symmetrize(forward: np.ndarray, backward: np.ndarray, classes: Sequence[str]) -> np.ndarray:
@@ -265,12 +299,14 @@ def load(kind: ModelKind = "accurate") -> JudgeModel:
 
 
 @cache
-def gate(kind: ModelKind = "accurate") -> Gate | None:
-    """The shipped gate in front of model ``kind`` (``GATES``), if it has one."""
+def gate(kind: ModelKind = "accurate", cascade: bool = False) -> Gate | None:
+    """The shipped gate in front of model ``kind`` (``GATES``), if it has one; with ``cascade``,
+    with its sure-repeat and sure-contradiction sides too (``CASCADES``)."""
     if kind not in GATES:
         return None
     gate_kind, below = GATES[kind]
-    return Gate(load(gate_kind), MODEL_NAMES[gate_kind], below)
+    redundant_from, contradictory_from = CASCADES.get(kind, (None, None)) if cascade else (None, None)
+    return Gate(load(gate_kind), MODEL_NAMES[gate_kind], below, redundant_from, contradictory_from)
 
 
 def featurizer(deep: bool = True, known_deep: Mapping[str, np.ndarray] | None = None, aligned: bool | None = None,
@@ -299,13 +335,14 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             band: float = 0.0) -> list[Decision]:
     """Label (older, newer) text pairs with the shipped model.
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
-    ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: pairs it
-    closes are independent without the model's deep features (their texts are not embedded for
-    them). ``band``: a pair the model leaves independent within this of a threshold is marked
+    ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: the pairs
+    it is sure of (``Gate.answers``) are answered without the model's deep features (their texts
+    are not embedded for them); the others record what the gate's model alone would have said. ``band``: a pair the model leaves independent within this of a threshold is marked
     ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent."""
     model = model or load()
     decided: list[Decision | None] = [
-        Decision("redundant", 1.0) if normalize_text(a) == normalize_text(b) else None for a, b in pairs]
+        Decision("redundant", 1.0, stage="exact") if normalize_text(a) == normalize_text(b) else None
+        for a, b in pairs]
     rest = [pair for pair, known in zip(pairs, decided, strict=True) if known is None]
     if rest:
         features_of = features_of or featurizer(model.deep, aligned=model.aligned, cross=tuple(model.cross_encoders))
@@ -313,13 +350,18 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
         cheap = features_of.cheap([*rest, *((b, a) for a, b in rest)])
         judged: list[Decision | None] = [None] * count
         opened = np.arange(count)
+        fast_labels: list[Label | None] = [None] * count
         if gate is not None:
             gated = gate.model.pair_probabilities(cheap[:count], cheap[count:])
-            closed = gate.closed(gated)
-            independent = gate.model.classes.index("independent")
-            for i in np.flatnonzero(closed):
-                judged[i] = Decision("independent", float(gated[i, independent]), gate.reason(gated[i]))
-            opened = np.flatnonzero(~closed)
+            answers = gate.answers(gated)
+            for i, label in enumerate(answers):
+                if label is not None:
+                    p = float(gated[i, gate.model.classes.index(label)])
+                    judged[i] = _decision(label, p, float(gated[i, gate.model.classes.index("independent")]),
+                                          label != "independent" and dated_events(*rest[i]),
+                                          gate.reason(gated[i], label), "fast")
+            opened = np.array([i for i, label in enumerate(answers) if label is None], dtype=np.int64)
+            fast_labels = [label for label, _ in gate.model.decide(gated, both_chinese(cheap[:count]))]
         if len(opened):
             subset = [rest[i] for i in opened]
             features = features_of.with_deep([*subset, *((b, a) for a, b in subset)],
@@ -328,14 +370,28 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             chinese = both_chinese(features[:len(subset)])
             independent = model.classes.index("independent")
             near = model.near_misses(probabilities, band, chinese)
+            stage: CascadeStage = "accurate" if model.deep else "fast"
             for k, (i, (label, p)) in enumerate(zip(opened, model.decide(probabilities, chinese), strict=True)):
-                if label != "independent" and dated_events(*rest[i]):
-                    judged[i] = Decision("independent", float(probabilities[k, independent]),
-                                         overruled=f"two dated events, not an update: P({label}) = {p:.2f} overruled")
+                fast = fast_labels[i]
+                dated = (label != "independent" or fast not in (None, "independent")) and dated_events(*rest[i])
+                fast = "independent" if dated and fast is not None else fast
+                if label != "independent" and dated:
+                    judged[i] = _decision(label, p, float(probabilities[k, independent]), True, None, stage, fast)
                 elif label == "independent" and near[k] is not None:
-                    judged[i] = Decision(label, p, near=near[k][0], near_probability=round(near[k][1], 4))
+                    judged[i] = Decision(label, p, near=near[k][0], near_probability=round(near[k][1], 4),
+                                         stage=stage, fast_label=fast)
                 else:
-                    judged[i] = Decision(label, p)
+                    judged[i] = Decision(label, p, stage=stage, fast_label=fast)
         remaining = iter(judged)
         decided = [known or next(remaining) for known in decided]
     return decided  # type: ignore[return-value]
+
+
+def _decision(label: Label, p: float, independent: float, dated: bool, gated: str | None,
+              stage: CascadeStage, fast_label: Label | None = None) -> Decision:
+    """``label`` as ``stage`` decided it, unless it merges or supersedes two ``dated`` events."""
+    if label != "independent" and dated:
+        return Decision("independent", independent, gated,
+                        overruled=f"two dated events, not an update: P({label}) = {p:.2f} overruled", stage=stage,
+                        fast_label=fast_label)
+    return Decision(label, p, gated, stage=stage, fast_label=fast_label)

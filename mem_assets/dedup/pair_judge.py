@@ -36,7 +36,7 @@ from mem_assets.dedup.llm_judge_prompt import (
     verdict_schema,
 )
 from mem_assets.dedup.merging import carries, carrying_source, informativeness
-from mem_assets.dedup.relations import Label, ModelKind, Stage
+from mem_assets.dedup.relations import CascadeStage, Label, ModelKind, Stage
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
@@ -56,7 +56,9 @@ class Judgment:
     ``near``: an independent pair the judge was unsure of — the label whose probability
     ``near_probability`` fell within the review band below its threshold (the review queue's).
     ``stage``: who decided the label; ``routed``: the pair was sent to the LLM (``RoutedJudge``);
-    ``over_budget``: deferred because the run's LLM budget was spent."""
+    ``over_budget``: deferred because the run's LLM budget was spent. ``cascade``: which stage of
+    the offline judge's cascade answered (None: not the offline judge); ``fast_label``: for a pair
+    its accurate stage decided, what the fast stage alone would have said."""
 
     label: Label
     reason: str
@@ -68,6 +70,8 @@ class Judgment:
     stage: Stage = "offline"
     routed: bool = False
     over_budget: bool = False
+    cascade: CascadeStage | None = None
+    fast_label: Label | None = None
 
 
 @dataclass(frozen=True)
@@ -176,8 +180,8 @@ REQUESTS_PER_BATCH = 200
 class OfflineJudge(JudgeResource):
     """A shipped pair model (mem_assets/dedup/offline_judge_model.py: ``accurate`` or ``fast``), precision
     first; fuses by keeping the more informative text (``merging.informativeness``). ``gate``: the
-    model's gate (``GATES``: the accurate one skips e5 for pairs the fast model calls clearly
-    independent) is used."""
+    model's cascade is used (``GATES``, ``CASCADES``: the accurate model decides only the pairs
+    the fast model is not sure of)."""
 
     model: ModelKind = "accurate"
     gate: bool = True
@@ -191,7 +195,7 @@ class OfflineJudge(JudgeResource):
     def _gate(self) -> Gate | None:
         from mem_assets.dedup import offline_judge_model as judge_model
 
-        return judge_model.gate(self.model) if self.gate else None
+        return judge_model.gate(self.model, cascade=True) if self.gate else None
 
     @property
     def fingerprint(self) -> str:
@@ -235,7 +239,8 @@ class OfflineJudge(JudgeResource):
         for pairs in batches:
             decided = judge_model.predict(pairs, model, shared, gate, self.review_band)
             results.append([Judgment(d.label, d.reason, gated=d.gated is not None, near=d.near,
-                                     near_probability=d.near_probability) for d in decided])
+                                     near_probability=d.near_probability, cascade=d.stage, fast_label=d.fast_label)
+                            for d in decided])
             if advance:
                 advance(len(pairs))
         if vectors is not None:

@@ -9,6 +9,10 @@ LABELS: tuple[str, ...] = get_args(Label)
 Stage = Literal["offline", "llm"]
 """Which judge decided a pair: the offline model, or the LLM (all pairs, or those routed to it)."""
 
+CascadeStage = Literal["exact", "fast", "accurate"]
+"""Which stage of the offline judge's cascade answered a pair: equal texts, the fast model sure of
+it, or the accurate model (``offline_judge_model.predict``)."""
+
 ModelKind = Literal["accurate", "fast"]
 """Which shipped offline judge model decides (mem_assets/dedup/offline_judge_model.py)."""
 
