@@ -1,0 +1,1 @@
+"""A local OpenAI-compatible oracle that answers memtend's LLM requests from labeled files."""
