@@ -68,7 +68,8 @@ class JudgingReport:
     pairs_routed: int = 0
     """Distinct pairs the offline judge was unsure of and sent to the LLM (``RoutedJudge``)."""
     llm_changed: int = 0
-    """Routed pairs the LLM decided otherwise than the offline judge (a repeat or contradiction)."""
+    """Routed pairs the LLM decided otherwise than the offline judge (a repeat or contradiction where
+    it left them independent; independent where it was in doubt about its decision)."""
     llm_overruled: int = 0
     """Routed pairs whose LLM answer the offline evidence did not support: left apart."""
     over_budget_pairs: int = 0
@@ -176,7 +177,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                                                 and v.fast_label != v.label for v in fresh.values()),
                            decided={stage: sum(v.stage == stage for v in done.values()) for stage in get_args(Stage)},
                            pairs_routed=sum(verdict.routed for verdict in fresh.values()),
-                           llm_changed=sum(v.routed and v.stage == "llm" and v.label != "independent"
+                           llm_changed=sum(v.routed and v.stage == "llm" and (v.label != "independent") != v.doubtful
                                            for v in done.values()),
                            llm_overruled=sum(v.routed and v.stage == "offline" for v in done.values()),
                            over_budget_pairs=len(over),

@@ -156,6 +156,16 @@ class JudgeModel:
             near.append(max(close)[1:] if close else None)
         return near
 
+    def doubts(self, decided: Sequence[tuple[Label, float]], band: float,
+               chinese: np.ndarray | None = None) -> list[bool]:
+        """Per ``decide``d row: a redundant or contradictory decision whose probability is under
+        its threshold plus ``band`` — decided, but within the uncertain band above the threshold
+        (an LLM may confirm it or settle it independent). ``band`` 0 finds none."""
+        bars = redundant_thresholds(self.thresholds, np.zeros(len(decided), bool) if chinese is None else chinese)
+        return [band > 0 and label != "independent"
+                and p < (float(bar) if label == "redundant" else self.thresholds["contradictory"]) + band
+                for (label, p), bar in zip(decided, bars, strict=True)]
+
     def decide(self, probabilities: np.ndarray, chinese: np.ndarray | None = None) -> list[tuple[Label, float]]:
         """Precision-first labels: independent unless a class clears its threshold. ``chinese``:
         which pairs are of two Chinese texts (the ``zh`` feature); None: none."""
@@ -252,6 +262,8 @@ class Decision:
     fast_label: Label | None = None
     """For a pair the ``accurate`` stage decided behind a gate: what the gate's model alone would
     have said at its own thresholds (so a run can count what the accurate stage changed)."""
+    doubtful: bool = False
+    """Decided redundant or contradictory, but within the review band above its threshold."""
 
     @property
     def reason(self) -> str:
@@ -338,7 +350,8 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
     ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: the pairs
     it is sure of (``Gate.answers``) are answered without the model's deep features (their texts
     are not embedded for them); the others record what the gate's model alone would have said. ``band``: a pair the model leaves independent within this of a threshold is marked
-    ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent."""
+    ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent; a
+    redundant or contradictory decision within it above its threshold is ``doubtful``."""
     model = model or load()
     decided: list[Decision | None] = [
         Decision("redundant", 1.0, stage="exact") if normalize_text(a) == normalize_text(b) else None
@@ -371,7 +384,9 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             independent = model.classes.index("independent")
             near = model.near_misses(probabilities, band, chinese)
             stage: CascadeStage = "accurate" if model.deep else "fast"
-            for k, (i, (label, p)) in enumerate(zip(opened, model.decide(probabilities, chinese), strict=True)):
+            decisions = model.decide(probabilities, chinese)
+            doubts = model.doubts(decisions, band, chinese)
+            for k, (i, (label, p)) in enumerate(zip(opened, decisions, strict=True)):
                 fast = fast_labels[i]
                 dated = (label != "independent" or fast not in (None, "independent")) and dated_events(*rest[i])
                 fast = "independent" if dated and fast is not None else fast
@@ -381,7 +396,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
                     judged[i] = Decision(label, p, near=near[k][0], near_probability=round(near[k][1], 4),
                                          stage=stage, fast_label=fast)
                 else:
-                    judged[i] = Decision(label, p, stage=stage, fast_label=fast)
+                    judged[i] = Decision(label, p, stage=stage, fast_label=fast, doubtful=doubts[k])
         remaining = iter(judged)
         decided = [known or next(remaining) for known in decided]
     return decided  # type: ignore[return-value]

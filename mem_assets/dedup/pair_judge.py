@@ -55,6 +55,8 @@ class Judgment:
     ``gated``: answered independent by a cheaper model's gate, without the judge's own features.
     ``near``: an independent pair the judge was unsure of — the label whose probability
     ``near_probability`` fell within the review band below its threshold (the review queue's).
+    ``doubtful``: a redundant or contradictory decision within the band above its threshold,
+    with the label's probability ``near_probability``.
     ``stage``: who decided the label; ``routed``: the pair was sent to the LLM (``RoutedJudge``);
     ``over_budget``: deferred because the run's LLM budget was spent. ``cascade``: which stage of
     the offline judge's cascade answered (None: not the offline judge); ``fast_label``: for a pair
@@ -72,6 +74,7 @@ class Judgment:
     over_budget: bool = False
     cascade: CascadeStage | None = None
     fast_label: Label | None = None
+    doubtful: bool = False
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,8 @@ class OfflineJudge(JudgeResource):
         for pairs in batches:
             decided = judge_model.predict(pairs, model, shared, gate, self.review_band)
             results.append([Judgment(d.label, d.reason, gated=d.gated is not None, near=d.near,
-                                     near_probability=d.near_probability, cascade=d.stage, fast_label=d.fast_label)
+                                     near_probability=d.probability if d.doubtful else d.near_probability,
+                                     doubtful=d.doubtful, cascade=d.stage, fast_label=d.fast_label)
                             for d in decided])
             if advance:
                 advance(len(pairs))
@@ -399,19 +403,29 @@ class OpenAIJudge(JudgeResource):
 
 
 def weigh(offline: Judgment, answer: Judgment) -> Judgment:
-    """The label of a pair the offline judge was unsure of (``offline.near``), given the LLM's
-    ``answer``. The LLM may settle it as independent or confirm the label the offline judge nearly
-    gave; another label (a contradiction where the offline evidence was for a repeat, or the other
-    way round) is not applied: the offline evidence does not support it, so the pair stays apart
-    and queued for review. An answer that never came (failure, deadline, budget) leaves the
-    offline label, not cached, for the next run."""
-    doubt = f"offline P({offline.near}) = {offline.near_probability:.2f}, in the uncertain band"
+    """The label of a pair the offline judge was unsure of, given the LLM's ``answer``.
+
+    Left independent near a threshold (``offline.near``): the LLM may settle it as independent
+    or confirm the label the offline judge nearly gave; another label (a contradiction where the
+    offline evidence was for a repeat, or the other way round) is not applied: the pair stays
+    apart and queued for review. Decided within the band above its threshold
+    (``offline.doubtful``): the LLM may confirm the decision or settle the pair independent; any
+    other answer leaves it apart too — two judges disagreeing merge nothing. An answer that never
+    came (failure, deadline, budget) leaves the pair apart (independent, not cached) for the
+    next run."""
+    said = offline.near or offline.label
+    doubt = (f"offline P({said}) = {offline.near_probability:.2f}, in the uncertain band "
+             f"{'above' if offline.doubtful else 'below'} its threshold")
     if answer.failed or answer.deferred:
-        return replace(offline, reason=f"{offline.reason}; LLM did not decide ({answer.reason}): left apart",
-                       failed=answer.failed, deferred=answer.deferred, over_budget=answer.over_budget,
-                       routed=True)
-    if answer.label in ("independent", offline.near):
-        return Judgment(answer.label, f"LLM: {answer.reason} ({doubt})", stage="llm", routed=True)
+        return replace(offline, label="independent", routed=True, failed=answer.failed, deferred=answer.deferred,
+                       over_budget=answer.over_budget,
+                       reason=f"{offline.reason}; LLM did not decide ({answer.reason}): left apart")
+    if answer.label in ("independent", said):
+        return Judgment(answer.label, f"LLM: {answer.reason} ({doubt})", stage="llm", routed=True,
+                        doubtful=offline.doubtful)
+    if offline.doubtful:
+        return Judgment("independent", f"{offline.reason}; LLM said {answer.label} ({doubt}): the two "
+                                       "judges disagree, left apart", stage="llm", routed=True, doubtful=True)
     return replace(offline, routed=True,
                    reason=f"{offline.reason}; LLM said {answer.label}, which the offline evidence does not "
                           f"support ({doubt}): left apart")
@@ -419,9 +433,9 @@ def weigh(offline: Judgment, answer: Judgment) -> Judgment:
 
 class RoutedJudge(JudgeResource):
     """The offline judge decides every pair; only the pairs it is unsure of — left independent
-    within the band below a threshold (``Judgment.near``, ``MEMTEND_REVIEW_BAND``) — go to the
-    LLM, one call per new memory with just those candidates, and its answer is ``weigh``ed
-    against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
+    within the band below a threshold (``Judgment.near``, ``MEMTEND_REVIEW_BAND``) or decided
+    within it above (``Judgment.doubtful``) — go to the LLM, one call per new memory with just
+    those candidates, and its answer is ``weigh``ed against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
     all cached, makes no call. Fusing is the LLM's (as ``OpenAIJudge``)."""
 
     offline: OfflineJudge
@@ -449,7 +463,8 @@ class RoutedJudge(JudgeResource):
                        vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         """The LLM's usage only: the offline judge's work costs no call."""
         offline, _ = self.offline.judge_requests(requests, advance, vectors)
-        unsure = [[k for k, judgment in enumerate(judgments) if judgment.near is not None] for judgments in offline]
+        unsure = [[k for k, judgment in enumerate(judgments) if judgment.near is not None or judgment.doubtful]
+                  for judgments in offline]
         asks = [JudgeRequest(request.new, tuple(request.candidates[k] for k in ks), tuple(request.when[k] for k in ks))
                 for request, ks in zip(requests, unsure, strict=True) if ks]
         answers, usage = self.llm.judge_requests(asks) if asks else ([], ChatUsage())
