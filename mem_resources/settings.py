@@ -22,7 +22,7 @@ DEFAULT_WAIT_S = 3600.0
 #: P(contradictory) is at least that label's threshold minus this go to the LLM when one is
 #: configured, and to the review queue when none settled them (judge-v13's thresholds are 0.88
 #: redundant, 0.64 contradictory: 0.15 takes P(redundant) >= 0.73, P(contradictory) >= 0.49).
-DEFAULT_REVIEW_BAND = 0.15
+DEFAULT_REVIEW_BAND = 0.30
 
 #: Topic placement's uncertain band: with an LLM configured, a memory offline placement put in an
 #: existing topic by a cosine margin under this over the best topic of another theme (or left
@@ -135,8 +135,9 @@ class Settings(BaseSettings):
     review_band: float = Field(
         default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_REVIEW_BAND"),
         description="The uncertain band: pairs the offline judge left independent with P(redundant) or "
-                    "P(contradictory) >= threshold - band go to the LLM (MEMTEND_LLM_ROUTE=uncertain), and "
-                    "those still undecided to the review queue (`memtend review`); 0: none.")
+                    "P(contradictory) >= threshold - band, and those it decided under threshold + "
+                    "band * (1 - threshold) / threshold, go to the LLM (MEMTEND_LLM_ROUTE=uncertain); the "
+                    "independent ones still undecided go to the review queue (`memtend review`); 0: none.")
     llm_route: LLMRoute = Field(
         default="uncertain", validation_alias=_env("MEMTEND_LLM_ROUTE"),
         description="With MEMTEND_LLM=openai: uncertain: the offline judge decides every pair and only "

@@ -58,14 +58,15 @@ def _redundant(body: dict[str, Any]) -> tuple[int, Any]:
 
 
 def _unsure(neo4j_pairs: pd.DataFrame) -> dict[str, frozenset[str]]:
-    """By new memory text, the candidate texts the offline judge alone leaves in its band."""
+    """By new memory text, the candidate texts the offline judge alone leaves in its band (below a
+    threshold, or decided just above it)."""
     texts = neo4j_pairs.set_index("left_id")["left_text"].to_dict() | \
         neo4j_pairs.set_index("right_id")["right_text"].to_dict()
     pairs = [(row.left_text, row.right_text) for row in neo4j_pairs.itertuples()]
     judged, _ = OfflineJudge(review_band=BAND).judge_pairs(pairs)
     unsure: dict[str, set[str]] = {}
     for row, judgment in zip(neo4j_pairs.itertuples(), judged, strict=True):
-        if judgment.near is not None:
+        if judgment.near is not None or judgment.doubtful:
             other = row.left_id if row.new_id == row.right_id else row.right_id
             unsure.setdefault(texts[row.new_id], set()).add(texts[other])
     return {new: frozenset(candidates) for new, candidates in unsure.items()}

@@ -26,7 +26,7 @@ from tests.test_resolution import EVERY_PAIR, _item
 from tests.test_undo_review import _memory_graph
 
 # Found with the shipped (accurate) judge among research/data/judge/heldout.jsonl's pairs: it
-# leaves both independent, P(redundant) = 0.75 and P(contradictory) = 0.55, each within 0.15 of
+# leaves both independent, P(redundant) = 0.75 and P(contradictory) = 0.55, each within 0.15 (and the default 0.30) of
 # its threshold; the two pairs across are gated as clearly independent.
 KOREAN, KOREAN_AGAIN = "Korean is the user's mother tongue.", "The user is a native Korean speaker."
 PRIYA, ANITA = "The user's wife is named Priya.", "The user's wife is called Anita."
@@ -82,7 +82,7 @@ def _states(neo4j, tenant, memory_type: str = "LongTermMemory") -> dict[str, lis
 
 
 def test_unsure_pairs_are_listed_answered_respected_and_scored(neo4j, instance, tenant, tmp_path, cli_env):
-    assert DEFAULT_REVIEW_BAND == 0.15
+    assert DEFAULT_REVIEW_BAND == 0.30
     inbox = tmp_path / "inbox"
     write_inbox_file(inbox, tenant, "day1.jsonl", [_item(KOREAN, DAY_ONE), _item(PRIYA, DAY_ONE)])
     write_inbox_file(inbox, tenant, "day2.jsonl", [_item(KOREAN_AGAIN, DAY_TWO), _item(ANITA, DAY_TWO)])

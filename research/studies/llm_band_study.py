@@ -55,11 +55,18 @@ WIDEST = 1.0
 CACHE = Path("/tmp/llm_band_offline")
 
 
+#: Routing variants: how far above its threshold a decision is ``doubtful`` (routed to the LLM),
+#: given the band and the threshold: never (today), the band itself, or the same share of the room
+#: above the threshold as the band is of the room below it.
+UPPER = {"below": lambda band, bar: 0.0, "both": lambda band, bar: band,
+         "scaled": lambda band, bar: band * (1 - bar) / bar}
+
+
 class Replayed(OfflineJudge):
     """The offline judge's judgments made once at ``WIDEST``, narrowed to ``review_band``;
-    ``doubts``: whether decisions above a threshold are marked doubtful (routing ``both``)."""
+    ``routing``: how far above a threshold decisions are doubtful (``UPPER``)."""
 
-    doubts: bool = True
+    routing: str = "scaled"  # the shipped rule (JudgeModel.doubts)
     _stored: dict[tuple[str, str], Judgment] = PrivateAttr(default_factory=dict)
     _bars: dict[str, float] = PrivateAttr(default_factory=dict)
 
@@ -71,7 +78,8 @@ class Replayed(OfflineJudge):
         band = self.review_band
         if judgment.near is not None and judgment.near_probability < self._bars[judgment.near] - band:
             return replace(judgment, near=None, near_probability=None)
-        if judgment.doubtful and (not self.doubts or judgment.near_probability >= self._bars[judgment.label] + band):
+        bar = self._bars[judgment.label] if judgment.doubtful else 0.0
+        if judgment.doubtful and judgment.near_probability >= bar + UPPER[self.routing](band, bar):
             return replace(judgment, doubtful=False, near_probability=None)
         return judgment
 
@@ -159,7 +167,7 @@ def run(split: str, routings: Sequence[str]) -> list[dict[str, Any]]:
                 for routing in routings:
                     for band in BANDS:
                         offline = Replayed(model=routed.offline.model, review_band=band,
-                                           doubts=routing == "both").load(stored, model_bars)
+                                           routing=routing).load(stored, model_bars)
                         judge = RoutedJudge(offline=offline, llm=routed.llm)
                         results.append({**base, "routing": routing, "band": band, **scored(rows, flags, judge)})
                         print(json.dumps(results[-1]), file=sys.stderr)
@@ -209,7 +217,7 @@ def main() -> None:
         check(Path(sys.argv[2]), float(sys.argv[3]))
         return
     split = sys.argv[1]
-    results = run(split, ("below", "both"))
+    results = run(split, tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else tuple(UPPER))
     Path(f"/tmp/llm_band_{split}.json").write_text(json.dumps(results, indent=1))
     print(table(results))
 

@@ -1,0 +1,62 @@
+"""What an LLM's answer may do to a pair the offline judge was unsure of (``weigh``), and which
+offline decisions are doubtful (``JudgeModel.doubts``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mem_assets.dedup import offline_judge_model as judge_model
+from mem_assets.dedup.pair_judge import Judgment, weigh
+
+NEAR = Judgment("independent", "judge model: P(independent) = 0.20", near="redundant", near_probability=0.80)
+DOUBTFUL = Judgment("redundant", "judge model: P(redundant) = 0.89", near_probability=0.89, doubtful=True)
+
+
+def llm(label: str, **flags: bool) -> Judgment:
+    return Judgment(label, "the model's reason", stage="llm", **flags)
+
+
+@pytest.mark.parametrize(("offline", "said", "label", "stage"), [
+    (NEAR, "redundant", "redundant", "llm"),  # confirms what the offline judge nearly said
+    (NEAR, "independent", "independent", "llm"),
+    (NEAR, "contradictory", "independent", "offline"),  # not what the evidence pointed to: apart
+    (DOUBTFUL, "redundant", "redundant", "llm"),  # confirms a doubtful decision
+    (DOUBTFUL, "independent", "independent", "llm"),  # undoes it
+    (DOUBTFUL, "contradictory", "independent", "llm"),  # the judges disagree: nothing merged
+])
+def test_the_llm_may_confirm_or_settle_independent_never_anything_else(offline, said, label, stage):
+    weighed = weigh(offline, llm(said))
+    assert (weighed.label, weighed.stage, weighed.routed) == (label, stage, True)
+
+
+@pytest.mark.parametrize("offline", [NEAR, DOUBTFUL])
+@pytest.mark.parametrize("flags", [{"failed": True}, {"deferred": True, "over_budget": True}])
+def test_an_answer_that_never_came_leaves_the_pair_apart(offline, flags):
+    weighed = weigh(offline, llm("independent", **flags))
+    assert weighed.label == "independent" and weighed.routed
+    assert all(getattr(weighed, flag) for flag in flags)  # not cached: the next run asks again
+
+
+def test_doubtful_decisions_are_those_just_above_their_threshold():
+    model = judge_model.load()
+    red, con = model.thresholds["redundant"], model.thresholds["contradictory"]
+    band = 0.15
+    decided = [("redundant", red + 0.001), ("redundant", 1.0), ("contradictory", con + 0.01),
+               ("contradictory", 1.0), ("independent", 0.9)]
+    doubts = model.doubts(decided, band)
+    assert doubts == [True, False, True, False, False]
+    assert model.doubts(decided, 0.0) == [False] * len(decided)
+    # The band above is the same share of the room above the threshold as the band is of the room below.
+    assert model.doubts([("redundant", red + band * (1 - red) / red - 1e-6),
+                         ("redundant", red + band * (1 - red) / red + 1e-6)], band) == [True, False]
+
+
+def test_predict_marks_near_misses_and_doubtful_decisions_apart():
+    probabilities = np.array([[0.80, 0.05, 0.15]])
+    model = judge_model.load()
+    index = {c: i for i, c in enumerate(model.classes)}
+    row = np.zeros((1, 3))
+    row[0, index["redundant"]], row[0, index["contradictory"]], row[0, index["independent"]] = probabilities[0]
+    assert model.near_misses(row, 0.15) == [("redundant", 0.80)]
+    assert model.doubts(model.decide(row), 0.15) == [False]
