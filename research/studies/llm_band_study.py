@@ -2,6 +2,7 @@
 
 ``python -m research.studies.llm_band_study train``    the choice, on the training files
 ``python -m research.studies.llm_band_study heldout``  the table, on the held-out files (once)
+``python -m research.studies.llm_band_study topics``   topic purity with LLM placement (tuning sets)
 ``python -m research.studies.llm_band_study check FILE BAND``  one band, perfect oracle, through
                                                       ``memtend eval-judge`` and through the replay
 
@@ -212,7 +213,47 @@ def check(path: Path, band: float) -> None:
                                                         "routed")}}))
 
 
+TOPIC_FILES = {"fresh3": ROOT / "research" / "data" / "eval" / "fresh3" / "topics.jsonl",
+               "locomo": ROOT / "research" / "data" / "eval" / "locomo" / "topics_tune.jsonl"}
+
+
+def topics() -> list[dict[str, Any]]:
+    """``memtend eval-topics [--llm]`` per tuning set: offline, then each band
+    (``MEMTEND_TOPIC_LLM_BAND``) with each oracle answering from the set's own labels."""
+    results = []
+    for name, path in TOPIC_FILES.items():
+        memories = sum(1 for line in path.read_text("utf-8").splitlines() if line.strip())
+        runs: list[tuple[str, float | None, float]] = [("offline", None, 0.0)]
+        runs += [(oracle_name, band, wrong) for oracle_name, wrong in ORACLES.items() for band in BANDS]
+        for oracle_name, band, wrong in runs:
+            with oracle_server(topics=[path], wrong=wrong, seed=SEED) as oracle:
+                env = {**os.environ, **_env(oracle.base_url, 0.30, "uncertain")}
+                if band is not None:
+                    env["MEMTEND_TOPIC_LLM_BAND"] = str(band)
+                else:
+                    env["MEMTEND_LLM"] = "offline"
+                command = [sys.executable, "-m", "mem_assets.cli", "eval-topics", str(path)]
+                out = subprocess.run(command + (["--llm"] if band is not None else []), env=env,
+                                     capture_output=True, text=True, check=True).stdout
+            report = json.loads(out.strip().splitlines()[-1])
+            llm = report.get("llm", {})
+            results.append({"file": name, "memories": memories, "oracle": oracle_name, "band": band,
+                            "purity": report["purity"], "placed": report.get("placed"),
+                            "topics": report.get("topics"), "calls": llm.get("llm_placement_calls", 0),
+                            "routed": llm.get("llm_placement_routed", 0),
+                            "calls_per_memory": round(llm.get("llm_placement_calls", 0) / memories, 3)})
+            print(json.dumps(results[-1]), file=sys.stderr)
+    return results
+
+
 def main() -> None:
+    if sys.argv[1] == "topics":
+        results = topics()
+        Path("/tmp/llm_band_topics.json").write_text(json.dumps(results, indent=1))
+        for r in results:
+            print(f"| {r['file']} ({r['memories']}) | {r['oracle']} | {r['band'] or '–'} | {r['purity']} "
+                  f"| {r['placed']} | {r['calls_per_memory']:.3f} ({r['calls']}, {r['routed']} routed) |")
+        return
     if sys.argv[1] == "check":
         check(Path(sys.argv[2]), float(sys.argv[3]))
         return
