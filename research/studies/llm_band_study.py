@@ -217,14 +217,17 @@ TOPIC_FILES = {"fresh3": ROOT / "research" / "data" / "eval" / "fresh3" / "topic
                "locomo": ROOT / "research" / "data" / "eval" / "locomo" / "topics_tune.jsonl"}
 
 
-def topics() -> list[dict[str, Any]]:
+def topics(files: Sequence[str] = tuple(TOPIC_FILES), runs_wanted: Sequence[str] = ("offline", *ORACLES),
+           bands: Sequence[float] = BANDS) -> list[dict[str, Any]]:
     """``memtend eval-topics [--llm]`` per tuning set: offline, then each band
     (``MEMTEND_TOPIC_LLM_BAND``) with each oracle answering from the set's own labels."""
     results = []
-    for name, path in TOPIC_FILES.items():
+    for name in files:
+        path = TOPIC_FILES[name]
         memories = sum(1 for line in path.read_text("utf-8").splitlines() if line.strip())
-        runs: list[tuple[str, float | None, float]] = [("offline", None, 0.0)]
-        runs += [(oracle_name, band, wrong) for oracle_name, wrong in ORACLES.items() for band in BANDS]
+        runs: list[tuple[str, float | None, float]] = [("offline", None, 0.0)] if "offline" in runs_wanted else []
+        runs += [(oracle_name, band, wrong) for oracle_name, wrong in ORACLES.items() if oracle_name in runs_wanted
+                 for band in bands]
         for oracle_name, band, wrong in runs:
             with oracle_server(topics=[path], wrong=wrong, seed=SEED) as oracle:
                 env = {**os.environ, **_env(oracle.base_url, 0.30, "uncertain")}
@@ -248,7 +251,8 @@ def topics() -> list[dict[str, Any]]:
 
 def main() -> None:
     if sys.argv[1] == "topics":
-        results = topics()
+        args = [a.split(",") for a in sys.argv[2:5]]
+        results = topics(*args[:2], *[[float(b) for b in band] for band in args[2:]])
         Path("/tmp/llm_band_topics.json").write_text(json.dumps(results, indent=1))
         for r in results:
             print(f"| {r['file']} ({r['memories']}) | {r['oracle']} | {r['band'] or '–'} | {r['purity']} "
