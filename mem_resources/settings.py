@@ -27,7 +27,7 @@ DEFAULT_REVIEW_BAND = 0.30
 #: Topic placement's uncertain band: with an LLM configured, a memory offline placement put in an
 #: existing topic by a cosine margin under this over the best topic of another theme (or left
 #: unplaced) is placed by the LLM. Provisional: not yet chosen on the tuning splits.
-DEFAULT_TOPIC_LLM_BAND = 0.05
+DEFAULT_TOPIC_LLM_BAND = 0.30
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"

@@ -214,10 +214,12 @@ def check(path: Path, band: float) -> None:
 
 
 TOPIC_FILES = {"fresh3": ROOT / "research" / "data" / "eval" / "fresh3" / "topics.jsonl",
-               "locomo": ROOT / "research" / "data" / "eval" / "locomo" / "topics_tune.jsonl"}
+               "locomo": ROOT / "research" / "data" / "eval" / "locomo" / "topics_tune.jsonl",
+               "fresh4": ROOT / "research" / "data" / "eval" / "fresh4" / "topics.jsonl"}
+"""``fresh4`` is the held-out set: read once, after the topic band was chosen on the other two."""
 
 
-def topics(files: Sequence[str] = tuple(TOPIC_FILES), runs_wanted: Sequence[str] = ("offline", *ORACLES),
+def topics(files: Sequence[str] = ("fresh3", "locomo"), runs_wanted: Sequence[str] = ("offline", *ORACLES),
            bands: Sequence[float] = BANDS) -> list[dict[str, Any]]:
     """``memtend eval-topics [--llm]`` per tuning set: offline, then each band
     (``MEMTEND_TOPIC_LLM_BAND``) with each oracle answering from the set's own labels."""
