@@ -35,6 +35,7 @@ from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
+    SHARES_JUDGE_E5,
     SHIPPED_PARAMS,
     TopicVectorsResource,
     centroid_in_space,
@@ -43,7 +44,7 @@ from mem_assets.reorg.topic_vectors import (
     space_dimension,
     to_shared,
 )
-from mem_resources.embedder import EmbedderResource, e5_embed
+from mem_resources.embedder import EmbedderResource, e5_embed, e5_query_embed
 from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import memory_id
 from mem_resources.neo4j_resource import Neo4jResource
@@ -98,16 +99,18 @@ def make_kept(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], texts: Sequ
     so dedup and placement run e5 once per memory between them."""
     if not ids:
         return kept_embed([])
-    with neo4j.session() as session:
-        known = session.execute_read(queries.judge_e5_vectors, tenant, ids)
+    known: dict[str, np.ndarray] = {}
+    if SHARES_JUDGE_E5:
+        with neo4j.session() as session:
+            known = session.execute_read(queries.judge_e5_vectors, tenant, ids)
     missing = [row for row, mid in enumerate(ids) if mid not in known]
-    made = e5_embed([texts[row] for row in missing])
+    made = (e5_embed if SHARES_JUDGE_E5 else e5_query_embed)([texts[row] for row in missing])
     e5: list[np.ndarray | None] = [known.get(mid) for mid in ids]
     for row, vector in zip(missing, made, strict=True):
         e5[row] = vector
     kept = kept_embed(texts, e5)
     store_vectors(neo4j, tenant, ids, kept, texts)
-    if missing:
+    if missing and SHARES_JUDGE_E5:
         with neo4j.session() as session:
             session.execute_write(queries.store_judge_e5_vectors, tenant, [ids[row] for row in missing], made,
                                   [texts[row] for row in missing])

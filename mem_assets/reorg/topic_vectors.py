@@ -37,13 +37,17 @@ from mem_resources.embedder import (
     E5_QUERY_SPACE,
     EmbedderResource,
     e5_embed,
+    e5_query_embed,
     normalize_rows,
     stored_vector_key,
 )
 
-#: The e5 space's stored-centroid tag: the *passage* vector the dedup judge keeps too
-#: (``judge_vector``), so a memory gets one e5 pass for both stages.
-E5_SPACE = E5_PASSAGE_SPACE
+#: The e5 space's stored-centroid tag: the ``query:`` vector. The passage vector the dedup judge
+#: keeps (``judge_vector``) would give one e5 pass for both stages, but placed worse on fresh3
+#: (0.683 -> 0.660) and fresh4 (0.609 -> 0.605): research/studies/placement_cascade_rule.md.
+E5_SPACE = E5_QUERY_SPACE
+#: Whether the kept vector's e5 part is the judge's (then read from and stored to ``judge_vector``).
+SHARES_JUDGE_E5 = E5_SPACE == E5_PASSAGE_SPACE
 E5_DIMENSION = 384
 #: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
 KEPT_MODEL = "+".join([E5_SPACE, *(model.name for model in ENCODERS.values())])
@@ -109,12 +113,13 @@ def is_encoder_space(space: str) -> bool:
 
 
 def kept_embed(texts: Sequence[str], e5: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
-    """Kept vectors: e5 passage ⊕ each language's topic encoder; ``e5``: passage vectors already
-    made (the judge's, kept on the node), None where there is none (those texts are run)."""
+    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder; ``e5``: e5 vectors already
+    made (the judge's, kept on the node, when ``SHARES_JUDGE_E5``), None where there is none."""
     texts = list(texts)
     known = list(e5) if e5 is not None else [None] * len(texts)
     missing = [row for row, vector in enumerate(known) if vector is None]
-    for row, vector in zip(missing, e5_embed([texts[row] for row in missing]), strict=True):
+    run = e5_embed if SHARES_JUDGE_E5 else e5_query_embed
+    for row, vector in zip(missing, run([texts[row] for row in missing]), strict=True):
         known[row] = vector
     parts = normalize_rows(np.array(known, dtype=np.float32).reshape(len(texts), E5_DIMENSION))
     return np.hstack([parts, *(topic_encoder_embed(texts, language) for language in ENCODERS)]).astype(np.float32)
