@@ -47,7 +47,8 @@ from bench.measure import (
     report,
 )
 from mem_assets.reorg.assets import CandidatesConfig
-from mem_assets.reorg.placement_plan import SET_ASIDE, TOPIC, plan_table
+from mem_assets.reorg.cascade import CLEAR
+from mem_assets.reorg.placement_plan import CHANGED, ROUTE, SET_ASIDE, TOPIC, KeptCounts, plan_table
 from mem_assets.reorg.summarizers import ExtractiveSummarizer
 from mem_assets.reorg.topic_vectors import SHIPPED_PARAMS, TopicVectorsResource
 from mem_assets.reorg.topic_writer import TopicWriter, load_candidates, tidy_topics
@@ -156,6 +157,7 @@ def _raw_write_seconds(neo4j: Neo4jResource, tenant: str, member_ids: list[str],
 def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVectorsResource) -> dict[str, Any]:
     embedder = WordLlamaEmbedder()
     phases: dict[str, Measured] = {}
+    made = KeptCounts()
     with PeakRss() as rss:
         with measured() as phases["bare read"], neo4j.session() as session:
             rows = session.run("MATCH (m:MemoryItem {user_name: $tenant}) WHERE NOT EXISTS { (m)<-[:PARENT]-() } "
@@ -171,7 +173,8 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
             candidates = loaded.frame
 
         with measured() as phases["plan"]:
-            plan = plan_table(neo4j, embedder, vectors, tenant, candidates, SHIPPED_PARAMS, rebuild=False)
+            plan = plan_table(neo4j, embedder, vectors, tenant, candidates, SHIPPED_PARAMS, rebuild=False,
+                              cascade=vectors.cascade_params(), counts=made)
 
         with measured() as phases["write"]:
             outcome = TopicWriter(tenant, neo4j, embedder, ExtractiveSummarizer(),
@@ -181,12 +184,18 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
         _raw_write_seconds(neo4j, tenant, candidates["id"].tolist(), outcome.created,
                            outcome.edges_created, embedder.dimension)
     topics = plan[plan["kind"] == TOPIC]
+    routed = plan[plan["kind"] == ROUTE]
+    stages = routed["reason"].value_counts().to_dict()
     placed = len(candidates) - int((plan["kind"] == SET_ASIDE).sum())
     total = Measured(seconds=sum(phases[p].seconds for p in ("read", "plan", "write")),
                      load_before=phases["read"].load_before, load_after=phases["write"].load_after,
                      baseline_s=phases["bare read"].seconds + phases["raw write"].seconds)
     print(f"\n{label}: {len(candidates)} candidates, {placed} placed ({placed / max(len(candidates), 1):.1%}); "
-          f"e5 vectors made and stored {loaded.vectors_stored}, deferred to the next run {loaded.vectors_deferred} "
+          f"routed by the cascade: {stages.get(CLEAR, 0)} placed from the embedder's space, "
+          f"{sum(n for stage, n in stages.items() if stage != CLEAR)} given their kept vector "
+          f"({int((routed['action'] == CHANGED).sum())} placed elsewhere than the cheap space's nearest topic); "
+          f"kept vectors made {made.made} (e5 from the judge's {made.e5_reused}), deferred to the next run "
+          f"{loaded.vectors_deferred} "
           f"(e5 languages: {', '.join(vectors.e5_languages) or 'none'}; "
           f"combined: {', '.join(vectors.combined_languages) or 'none'})")
     print(f"  topics created {outcome.created}, grown {outcome.grown}, promoted {outcome.promoted}, "

@@ -151,7 +151,7 @@ def plan_tenant(neo4j: Neo4jResource, tenant: str, embedder: EmbedderResource, j
                            write=False, after=AfterDedup(frozenset(successors) | frozenset(given), added))
     candidates = load.frame
     placements = plan_table(neo4j, embedder, topic_vectors, tenant, candidates, topic_vectors.space_params(),
-                            False, "", topic_vectors.cross_params(), successors)
+                            False, "", topic_vectors.cross_params(), successors, topic_vectors.cascade_params())
     texts.update(zip(candidates["id"], candidates["memory"], strict=True))
     table = pd.DataFrame(_dedup_rows(plan, nodes, scores, queue) + _placement_rows(placements, texts, given),
                          columns=PLAN_COLUMNS)
@@ -165,7 +165,7 @@ def plan_tenant(neo4j: Neo4jResource, tenant: str, embedder: EmbedderResource, j
         notes.append(f"{len(plan.left_out)} memories are left out of a merge (redundant with a member, "
                      "not judged redundant with its survivor): they stay apart, checked by the run")
     if load.vectors_deferred:
-        notes.append(f"{load.vectors_deferred} memories wait for their e5 vector until a later run")
+        notes.append(f"{load.vectors_deferred} memories wait for their kept vector until a later run")
     kinds = table["kind"].value_counts()
     counts = {"unchecked": found.unchecked, "candidate_pairs": len(found.pairs),
               "judged_now": int((~judgments["cached"].astype(bool)).sum()) if len(judgments) else 0,

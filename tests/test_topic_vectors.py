@@ -1,7 +1,9 @@
-"""Each language's topics in its topic encoder's space (e5 carried) on the real Neo4j: each memory
-gets its kept vector (e5 ⊕ English encoder ⊕ Chinese encoder) once, on its node, and every later
-cycle (new arrivals, a rebuild, a split) reuses it; topics of an older space move when they next
-grow."""
+"""Each language's topics in its topic encoder's space (e5 carried) on the real Neo4j: a memory
+that gets its kept vector (e5 ⊕ English encoder ⊕ Chinese encoder) gets it once, on its node, and
+every later cycle (new arrivals, a rebuild, a split) reuses it; its e5 part is the judge's passage
+vector (``judge_vector``), read back when present and kept there when made; topics of an older
+space move when they next grow. The placement cascade (``cascade``) decides who gets one: a memory
+clearly in a topic in the embedder's space gets none; the kept-vector tests below turn it off."""
 
 from __future__ import annotations
 
@@ -19,12 +21,14 @@ from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     ENCODER_SPACES,
     KEPT_DIMENSION,
+    SHARES_JUDGE_E5,
     TopicVectorsResource,
     in_spaces,
     kept_embed,
     space_dimension,
     vector_key,
 )
+from mem_resources.embedder import E5_PASSAGE_SPACE, stored_vector_key
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import (
     EMBEDDER,
@@ -37,6 +41,8 @@ from tests.support.reorg_graph import (
 )
 
 ITEMS = Path(__file__).resolve().parents[1] / "research" / "data" / "eval" / "topics.jsonl"
+#: Every memory pays for its kept vector, as before the cascade.
+CASCADE_OFF = TopicVectorsResource(thresholds_file=str(Path(__file__).parent / "support" / "cascade_off.json"))
 THEMES = ("tea", "calligraphy", "badminton")
 ENGLISH_THEMES = ("guitar", "gardening", "sleep")
 
@@ -86,9 +92,9 @@ def _second_batch_reads_kept_vectors(neo4j: Neo4jResource, tenant: str, instance
     vectors are read back unchanged, never made twice. Returns the run and the stored vectors."""
     write_memories(neo4j, tenant, second)
     again = run_reorg(neo4j, tenant, instance, run_config={
-        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}}, topic_vectors=CASCADE_OFF)
     assert again.success
-    assert materialization_metadata(again, "reorg_candidates")["e5_vectors_stored"] == len(second)
+    assert materialization_metadata(again, "memory_clusters")["kept_vectors_made"] == len(second)
     after = _stored(neo4j, tenant)
     assert all(np.array_equal(after[text][1], stored[text][1]) for text in first), "never embedded twice"
     return again, after
@@ -100,9 +106,9 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
                "My running shoes are wearing out after 600 km."]
     assert len(first) >= 20 and len(second) >= 5
     write_memories(neo4j, tenant, first + english)
-    result = run_reorg(neo4j, tenant, instance)
+    result = run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF)
     assert result.success
-    assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first + english)
+    assert materialization_metadata(result, "memory_clusters")["kept_vectors_made"] == len(first + english)
     stored = _stored(neo4j, tenant)
     assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == KEPT_DIMENSION
                for text in first + english)
@@ -119,15 +125,69 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
         session.run("MATCH (m:MemoryItem {user_name: $tenant, memory: $old}) SET m.memory = $new",
                     tenant=tenant, old=first[0], new=rewritten).consume()
     rebuild = run_reorg(neo4j, tenant, instance, run_config={
-        "ops": {"reorg_candidates": {"config": {"rebuild": True}}}})
+        "ops": {"reorg_candidates": {"config": {"rebuild": True}}}}, topic_vectors=CASCADE_OFF)
     assert rebuild.success
-    metadata = materialization_metadata(rebuild, "reorg_candidates")
-    assert metadata["candidates"] == len(first) + len(second) + len(english)
-    assert metadata["e5_vectors_stored"] == 1, "only the memory whose text changed is embedded again"
+    assert materialization_metadata(rebuild, "reorg_candidates")["candidates"] == \
+        len(first) + len(second) + len(english)
+    assert materialization_metadata(rebuild, "memory_clusters")["kept_vectors_made"] == 1, \
+        "only the memory whose text changed is embedded again"
     final = _stored(neo4j, tenant)
     assert final[rewritten][0] == vector_key(rewritten)
     assert {text: final[text] for text in final if text != rewritten} == \
         {text: after[text] for text in after if text != first[0]}
+
+
+def _judge_keys(neo4j: Neo4jResource, tenant: str) -> dict[str, str | None]:
+    with neo4j.session() as session:
+        rows = session.run("MATCH (m:MemoryItem {user_name: $tenant}) WHERE coalesce(m.type, '') <> 'topic' "
+                           "RETURN m.memory AS memory, m.judge_vector_key AS key", tenant=tenant).data()
+    return {row["memory"]: row["key"] for row in rows}
+
+
+def test_a_clear_memory_is_placed_without_the_models_and_an_uncertain_one_pays(neo4j, tenant, instance, tmp_path):
+    first = _chinese(1)
+    write_memories(neo4j, tenant, first)
+    assert run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF).success
+    if SHARES_JUDGE_E5:
+        keys = _judge_keys(neo4j, tenant)
+        assert all(keys[text] == stored_vector_key(E5_PASSAGE_SPACE, text) for text in first), \
+            "the e5 part placement made is kept where the judge reads it"
+    band = tmp_path / "band.json"
+    band.write_text(json.dumps({"cascade": {"clear_similarity": 0.3, "clear_margin": 0.05}}), encoding="utf-8")
+    shipped_band = TopicVectorsResource(thresholds_file=str(band))
+
+    clear, unsure = first[0] + "，真的。", "量子纠错码的阈值定理让我想了一整夜。"
+    write_memories(neo4j, tenant, [clear, unsure])
+    second = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}}, topic_vectors=shipped_band)
+    assert second.success
+    metadata = materialization_metadata(second, "memory_clusters")
+    routes = {row["id"]: row for row in second.output_for_node("memory_clusters").to_dict("records")
+              if row["kind"] == "route"}
+    stage = {text: routes[mid]["reason"] for mid, text in _ids(neo4j, tenant, [clear, unsure]).items()}
+    assert stage[clear] == "clear" and stage[unsure] in ("no_topic_fits", "best_two_close")
+    assert (metadata["cascade_cheap"], metadata["cascade_encoder"], metadata["kept_vectors_made"]) == (1, 1, 1)
+    stored = _stored(neo4j, tenant)
+    assert stored[clear] == (None, None), "the clear memory got no kept vector"
+    assert stored[unsure][0] == vector_key(unsure)
+    with neo4j.session() as session:
+        home = session.run("MATCH (t:MemoryItem {user_name: $tenant})-[:PARENT]->(m:MemoryItem {memory: $text}) "
+                           "RETURN collect(t.id) AS topics", tenant=tenant, text=clear).single()["topics"]
+    assert home, "the clear memory is placed"
+    assert all(e.passed for e in second.get_asset_check_evaluations())
+
+    before = graph_counts(neo4j, tenant)
+    idle = run_reorg(neo4j, tenant, instance, topic_vectors=shipped_band)
+    assert materialization_metadata(idle, "reorg_candidates")["candidates"] == 0
+    assert materialization_metadata(idle, "memory_clusters")["kept_vectors_made"] == 0
+    assert graph_counts(neo4j, tenant) == before
+
+
+def _ids(neo4j: Neo4jResource, tenant: str, texts: list[str]) -> dict[str, str]:
+    with neo4j.session() as session:
+        rows = session.run("MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.memory IN $texts "
+                           "RETURN m.id AS id, m.memory AS memory", tenant=tenant, texts=texts).data()
+    return {row["id"]: row["memory"] for row in rows}
 
 
 def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, tenant, instance):
@@ -137,9 +197,8 @@ def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, t
     stored, deferred = [], []
     for _ in range(3):
         result = run_reorg(neo4j, tenant, instance, run_config=capped)
-        metadata = materialization_metadata(result, "reorg_candidates")
-        stored.append(metadata["e5_vectors_stored"])
-        deferred.append(metadata["e5_deferred_to_next_run"])
+        stored.append(materialization_metadata(result, "memory_clusters")["kept_vectors_made"])
+        deferred.append(materialization_metadata(result, "reorg_candidates")["e5_deferred_to_next_run"])
         with neo4j.session() as session:
             waiting = session.run(
                 "MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.reorg_deferred_at IS NOT NULL "
@@ -152,6 +211,7 @@ def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, t
     before = graph_counts(neo4j, tenant)
     idle = run_reorg(neo4j, tenant, instance)
     assert materialization_metadata(idle, "reorg_candidates")["candidates"] == 0
+    assert materialization_metadata(idle, "memory_clusters")["kept_vectors_made"] == 0
     assert graph_counts(neo4j, tenant) == before
 
 
@@ -167,7 +227,7 @@ def test_chinese_topics_of_an_older_space_move_to_the_encoder_space_when_they_ne
 
     write_memories(neo4j, tenant, _chinese(2))
     after = run_reorg(neo4j, tenant, instance, run_config={
-        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}})
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}}, topic_vectors=CASCADE_OFF)
     assert after.success
     grown = {row["id"] for row in after.output_for_node("memory_clusters").to_dict("records")
              if row["kind"] == "topic"}
@@ -185,9 +245,9 @@ def test_english_topics_live_in_the_topic_encoder_space_and_reuse_kept_vectors(n
     first, second = _texts(ENGLISH_THEMES, 1, "en"), _texts(ENGLISH_THEMES, 2, "en")
     assert len(first) >= 20 and len(second) >= 5
     ids = write_memories(neo4j, tenant, first)
-    result = run_reorg(neo4j, tenant, instance)
+    result = run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF)
     assert result.success
-    assert materialization_metadata(result, "reorg_candidates")["e5_vectors_stored"] == len(first)
+    assert materialization_metadata(result, "memory_clusters")["kept_vectors_made"] == len(first)
     read_back = MemberStore(neo4j, EMBEDDER, tenant, COMBINED_SPACE, TopicVectorsResource()).matrix(ids)
     placed_in = np.stack(in_spaces([COMBINED_SPACE] * len(first), [None] * len(first), list(kept_embed(first))))
     assert np.allclose(read_back, placed_in, atol=1e-5), \

@@ -4,8 +4,9 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from mem_assets.reorg.cascade import CLEAR
 from mem_assets.reorg.llm_placement import TopicPlacerResource
-from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, plan_table
+from mem_assets.reorg.placement_plan import CHANGED, RETIRE, ROUTE, SET_ASIDE, TOPIC, KeptCounts, plan_table
 from mem_assets.reorg.queries import topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
 from mem_assets.reorg.topic_vectors import TopicVectorsResource
@@ -30,10 +31,9 @@ class CandidatesConfig(dg.Config):
         description="A memory type is reorganized once it has this many new orphans (seed: 20).")
     e5_max_per_run: int = Field(
         default=1000, ge=0,
-        description="Most memories given their kept vector (multilingual-e5 and the topic encoder, for the "
-                    "e5 and combined spaces) per run (~20-25 ms each, so ~20-25 s; each is embedded once, "
-                    "the vector kept on its node); the others are deferred to the next run. Raise it for a "
-                    "backfill of a large backlog.")
+        description="Most memories given their kept vector (multilingual-e5 and the topic encoders) per run "
+                    "(~13-25 ms each; each is embedded once, the vector kept on its node); the others are "
+                    "deferred to the next run. Raise it for a backfill of a large backlog.")
     rebuild: bool = Field(
         default=False,
         description="Re-cluster every live memory of the tenant from scratch; the old topics are "
@@ -60,7 +60,7 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
     with its vector in its language's topic space."""
     tenant, started = tenant_of(context), model_passes.snapshot()
     tidy = tidy_topics(neo4j, tenant)
-    frame, counts, re_embedded, waiting, stored, deferred = load_candidates(
+    frame, counts, re_embedded, waiting, deferred = load_candidates(
         neo4j, embedder, topic_vectors, tenant, config.min_group_size, config.rebuild, config.e5_max_per_run)
     frame["rebuild"] = config.rebuild
     context.add_output_metadata({
@@ -69,7 +69,6 @@ def reorg_candidates(context: dg.AssetExecutionContext, config: CandidatesConfig
         "rebuild": config.rebuild,
         "eligible_memory_types": ", ".join(counts.loc[counts["eligible"], "memory_type"]) or "none",
         "re_embedded": re_embedded,
-        "e5_vectors_stored": stored,
         "e5_deferred_to_next_run": deferred,
         "marked_awaiting_batch": waiting,
         **model_passes.metadata(started),
@@ -95,13 +94,17 @@ def memory_clusters(context: dg.AssetExecutionContext, neo4j: Neo4jResource,
     topics or left unplaced with a reason (a rebuild plans from scratch and retires the old tree).
     Each topic space's thresholds are the ``topic_vectors`` resource's: tuned with its models,
     overridden per deployment only (``MEMTEND_TOPIC_THRESHOLDS``), not per run. With an LLM
-    (``topic_placer``), the memories the offline plan is unsure of are placed by it."""
+    (``topic_placer``), the memories the offline plan is unsure of are placed by it. With the
+    ``cascade`` on, a candidate without its kept vector is routed first: only uncertain ones pay."""
     started = model_passes.snapshot()
     rebuild = bool(len(reorg_candidates)) and bool(reorg_candidates["rebuild"].iloc[0])
     salt = f"rebuild:{utc_now().isoformat()}" if rebuild else ""
     advisor = topic_placer.advisor()
+    made = KeptCounts()
     frame = plan_table(neo4j, embedder, topic_vectors, tenant_of(context), reorg_candidates,
-                       topic_vectors.space_params(), rebuild, salt, topic_vectors.cross_params(), advisor=advisor)
+                       topic_vectors.space_params(), rebuild, salt, topic_vectors.cross_params(), advisor=advisor,
+                       cascade=topic_vectors.cascade_params(), counts=made)
+    routed = frame[frame["kind"] == ROUTE]
     topics = frame[frame["kind"] == TOPIC]
     aside = frame[frame["kind"] == SET_ASIDE]
     placed = sum(len(set(children) & set(reorg_candidates["id"]))
@@ -114,7 +117,13 @@ def memory_clusters(context: dg.AssetExecutionContext, neo4j: Neo4jResource,
         "topics_touched": len(topics),
         "topics_retired": int((frame["kind"] == RETIRE).sum()),
         **model_passes.metadata(started),
+        "cascade_cheap": int((routed["reason"] == CLEAR).sum()),
+        "cascade_encoder": int((routed["reason"] != CLEAR).sum()),
+        "cascade_encoder_changed": int((routed["action"] == CHANGED).sum()),
+        "kept_vectors_made": made.made,
+        "kept_e5_from_judge": made.e5_reused,
         "unplaced_reasons": count_table(aside["reason"].value_counts().to_dict(), "reason"),
+        "cascade_stages": count_table(routed["reason"].value_counts().to_dict(), "stage"),
         **(advisor.metadata() if advisor is not None else {}),
         "preview": preview_table(frame, ["kind", "id", "level", "action", "member_count", "reason"]),
     })

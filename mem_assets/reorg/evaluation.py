@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
+from mem_assets.reorg.cascade import Anchors, CascadeParams, impute, route
 from mem_assets.reorg.clustering import purity
 from mem_assets.reorg.llm_placement import PlacementAdvisor, TopicOption
 from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, typical_first
@@ -40,7 +41,7 @@ from mem_assets.reorg.placement import (
     near_duplicate_roots,
     plan_languages,
 )
-from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS
+from mem_assets.reorg.placement_thresholds import CASCADE_PARAMS, COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS
 from mem_assets.reorg.topic_space import languages
 from mem_assets.reorg.topic_vectors import (
     DEFAULT_COMBINED_LANGUAGES,
@@ -105,6 +106,10 @@ class TopicReport(BaseModel):
     set_aside_reasons: dict[str, int]
     by_language: dict[str, LanguageFigures]
     per_batch: list[BatchFigures]
+    #: Memories per cascade stage (``cheap``: placed by the embedder's space, no model pass;
+    #: ``paid``: given their kept vector) and placements the paid vector changed from the cheap
+    #: space's nearest topic (``cascade``).
+    stages: dict[str, int] = Field(default_factory=dict)
 
 
 def read_items(path: Path) -> list[EvalItem]:
@@ -139,6 +144,10 @@ class _Forest:
     reasons: Counter[str] = field(default_factory=Counter)
     per_batch: list[BatchFigures] = field(default_factory=list)
     left_per_batch: list[int] = field(default_factory=list)
+    #: Rows given their real kept vector so far, and the imputed vectors of rows the cascade placed.
+    paid: set[int] = field(default_factory=set)
+    imputed: dict[str, dict[str, np.ndarray]] = field(default_factory=lambda: defaultdict(dict))
+    stages: Counter[str] = field(default_factory=Counter)
 
 
 def _embedded(embed: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str],
@@ -159,14 +168,18 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                     combined_languages: Sequence[str] = DEFAULT_COMBINED_LANGUAGES,
                     combined_params: PlacementParams = COMBINED_PARAMS,
                     cross: CrossParams | None = CROSS_PARAMS,
-                    advisor: PlacementAdvisor | None = None) -> TopicReport:
+                    advisor: PlacementAdvisor | None = None,
+                    cascade: CascadeParams | None = CASCADE_PARAMS) -> TopicReport:
     """Each tenant, and within it each language, is planned on its own, as the assets do: in the
     embedder's space with ``params``, for ``e5_languages`` in the multilingual-e5 space with
     ``e5_params``, for ``combined_languages`` in the combined (topic encoder) space with
     ``combined_params``, both from ``kept`` vectors (e5 ⊕ topic encoder, as the assets keep them);
     with ``cross``, a memory that fits no topic of its language may join the other's
     (``placement.plan_languages``). With ``advisor``, an LLM then places the memories each plan is
-    unsure of (``llm_placement``), shown the earlier batches' topics with offline names."""
+    unsure of (``llm_placement``), shown the earlier batches' topics with offline names. With
+    ``cascade`` on, a memory of a kept-vector space without its vector yet is first routed in the
+    embedder's space (``cascade.route``): a clear one takes its topic's vector instead of its own,
+    as the assets do; ``stages`` counts them."""
     if set(e5_languages) & set(combined_languages):
         raise ValueError("a language is in one topic space: e5 or combined, not both")
     ids = [f"m{i}" for i in range(len(items))]
@@ -190,10 +203,6 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
         space = spaces.get(lang, MAIN_SPACE)
         return combined_params if is_encoder_space(space) else e5_params if space == E5_SPACE else params
 
-    def lookup(lang: str) -> Callable[[Sequence[str]], np.ndarray]:
-        space = spaces[lang]
-        return lambda members: vectors[space][[position[space][m] for m in members]]
-
     row_of = {memory: row for row, memory in enumerate(ids)}
     batches = sorted({item.batch for item in items})
     index = PhraseIndex(texts) if advisor is not None else None
@@ -208,6 +217,45 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                                    examples=[texts[row] for row in rows[:advisor.examples]])
         return out
 
+    cheap = (np.asarray(embedder.embed(texts), dtype=np.float32)
+             if cascade is not None and any(space in NEEDS_E5 for space in spaces.values()) else None)
+
+    def lookup(lang: str, forest: _Forest) -> Callable[[Sequence[str]], np.ndarray]:
+        space = spaces[lang]
+        imputed = forest.imputed[lang]
+        return lambda members: np.array([imputed[m] if m in imputed else vectors[space][position[space][m]]
+                                         for m in members])
+
+    def routed(forest: _Forest, lang: str, pool: list[int]) -> dict[int, str | None]:
+        """The cascade over one language's pool: imputes the clear rows, marks the others paid;
+        returns each routed row's cheap nearest existing topic (None: a new group or none)."""
+        todo = [r for r in pool if langs[r] == lang and r not in forest.paid]
+        for r in todo:
+            forest.imputed[lang].pop(ids[r], None)
+        if cheap is None or cascade is None or not cascade.enabled or spaces[lang] not in NEEDS_E5 or not todo:
+            forest.paid.update(todo)
+            return {}
+        leaves = sorted(t for t, topic in forest.topics.items() if topic.level == 1 and topic.language == lang)
+
+        def root(tid: str) -> str:
+            while (parent := forest.topics[tid].parent) is not None:
+                tid = parent
+            return tid
+
+        anchors = Anchors(leaves, np.array([cheap[[row_of[m] for m in forest.topics[t].children]].mean(axis=0)
+                                            for t in leaves]).reshape(len(leaves), cheap.shape[1]),
+                          [root(t) for t in leaves])
+        routing = route(anchors, cheap[todo], lang, cascade)
+        space = spaces[lang]
+        real = {k: vectors[space][position[space][ids[todo[k]]]] for k in routing.paid}
+        means = {t: forest.topics[t].vector_sum / max(forest.topics[t].member_count, 1) for t in leaves}
+        for k, vector in impute(routing, means, real).items():
+            forest.imputed[lang][ids[todo[k]]] = vector
+        forest.paid.update(todo[k] for k in routing.paid)
+        forest.stages["cheap"] += len(routing.clear)
+        forest.stages["paid"] += len(routing.paid)
+        return {todo[k]: routing.anchor[k] for k in routing.paid if routing.anchor[k] in means}
+
     def place(rows: Sequence[int]) -> _Forest:
         forest = _Forest()
         seen = 0
@@ -220,17 +268,20 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
             reasons = Counter[str]()
             created = grown = refreshed = 0
             pools = {}
+            nearest: dict[int, str | None] = {}
             for lang in sorted({str(langs[r]) for r in pool} | {t.language for t in forest.topics.values()}):
+                nearest.update(routed(forest, lang, pool))
                 members = [ids[r] for r in pool if langs[r] == lang]
                 pools[lang] = LanguagePool({tid: t for tid, t in forest.topics.items() if t.language == lang},
-                                           members, lookup(lang)(members), params_of(lang), lookup(lang),
-                                           to_shared(spaces[lang]))
+                                           members, lookup(lang, forest)(members), params_of(lang),
+                                           lookup(lang, forest), to_shared(spaces[lang]))
             for lang, plan in plan_languages(pools, cross if across else None).items():
                 if advisor is not None:
-                    pool = pools[lang]
-                    advisor.revise(dict(pool.topics), plan, pool.ids, pool.vectors, [texts[row_of[m]] for m in pool.ids],
-                                   pool.params.max_members, pool.params.refresh_fraction,
-                                   lambda wanted, before=dict(pool.topics): describe(before, wanted))
+                    planned = pools[lang]
+                    advisor.revise(dict(planned.topics), plan, planned.ids, planned.vectors,
+                                   [texts[row_of[m]] for m in planned.ids],
+                                   planned.params.max_members, planned.params.refresh_fraction,
+                                   lambda wanted, before=dict(planned.topics): describe(before, wanted))
                 topics.update(plan.topics)
                 left.extend(row_of[m] for m in plan.set_aside)
                 reasons.update(aside.reason for aside in plan.set_aside.values())
@@ -238,6 +289,8 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                 grown += len(plan.grown)
                 refreshed += len(plan.refresh)
             forest.topics, forest.unplaced, forest.reasons = topics, left, reasons
+            final = {m: tid for tid, t in topics.items() if t.level == 1 for m in t.children}
+            forest.stages["changed"] += sum(1 for r, tid in nearest.items() if final.get(ids[r]) != tid)
             forest.left_per_batch.append(len(left))
             forest.per_batch.append(BatchFigures(
                 batch=batch, memories=seen, placed=round(1 - len(left) / max(seen, 1), 4),
@@ -330,6 +383,7 @@ def _report(items: Sequence[EvalItem], ids: list[str], forests: Sequence[_Forest
         near_duplicate_pairs=len(dupes), near_duplicates=dupes[:10],
         split_themes=split_themes, roots_per_theme=roots_per_theme,
         set_aside_reasons=dict(reasons), by_language=by_language, per_batch=per_batch,
+        stages=dict(sum((forest.stages for forest in forests), Counter[str]())),
     )
 
 

@@ -9,13 +9,14 @@ exactly that table.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from mem_assets.reorg import queries
+from mem_assets.reorg.cascade import CLEAR, Anchors, CascadeParams, Routing, impute, route
 from mem_assets.reorg.llm_placement import PlacementAdvisor, TopicOption
 from mem_assets.reorg.placement import (
     CrossParams,
@@ -28,28 +29,37 @@ from mem_assets.reorg.placement import (
     plan_languages,
     rebuild_lineage,
 )
-from mem_assets.reorg.placement_thresholds import CROSS_PARAMS
+from mem_assets.reorg.placement_thresholds import CASCADE_PARAMS, CROSS_PARAMS
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
+    SHARES_JUDGE_E5,
     SHIPPED_PARAMS,
     TopicVectorsResource,
     centroid_in_space,
     in_spaces,
+    kept_embed,
     space_dimension,
     to_shared,
 )
-from mem_resources.embedder import EmbedderResource
+from mem_resources.embedder import EmbedderResource, e5_embed, e5_query_embed
 from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import memory_id
 from mem_resources.neo4j_resource import Neo4jResource
 
 PLAN_COLUMNS = ["kind", "memory_type", "id", "level", "language", "parent", "children", "added", "removed",
                 "member_count", "members_before", "centroid", "space", "action", "refresh", "successor", "reason",
-                "nearest", "similarity", "group_size"]
+                "nearest", "similarity", "group_size", "margin"]
 TOPIC, RETIRE, SET_ASIDE = "topic", "retire", "set_aside"
+#: One row per memory the cascade routed (``cascade``): ``reason`` its stage (``clear``: placed
+#: from the embedder's space, no model pass; ``representative``, ``no_topic_fits`` or
+#: ``best_two_close``: given its kept vector), ``nearest`` / ``similarity`` / ``margin`` in the
+#: embedder's space, ``action`` ``changed`` when the kept vector placed it elsewhere than its
+#: cheap-space nearest topic.
+ROUTE = "route"
+CHANGED = "changed"
 MERGED_INTO = "merged_into_topic"
 REBUILT = "rebuilt"
 
@@ -74,13 +84,51 @@ def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors
     return stored
 
 
+@dataclass
+class KeptCounts:
+    """Kept vectors made by a run, and how many of them took e5 from the judge's kept vector."""
+
+    made: int = 0
+    e5_reused: int = 0
+
+
+def make_kept(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], texts: Sequence[str],
+              counts: KeptCounts | None = None) -> np.ndarray:
+    """Kept vectors of memories that have none, stored on their nodes: the e5 part is the judge's
+    passage vector when the node keeps one (``judge_vector``), else made here and kept there too,
+    so dedup and placement run e5 once per memory between them."""
+    if not ids:
+        return kept_embed([])
+    known: dict[str, np.ndarray] = {}
+    if SHARES_JUDGE_E5:
+        with neo4j.session() as session:
+            known = session.execute_read(queries.judge_e5_vectors, tenant, ids)
+    missing = [row for row, mid in enumerate(ids) if mid not in known]
+    made = (e5_embed if SHARES_JUDGE_E5 else e5_query_embed)([texts[row] for row in missing])
+    e5: list[np.ndarray | None] = [known.get(mid) for mid in ids]
+    for row, vector in zip(missing, made, strict=True):
+        e5[row] = vector
+    kept = kept_embed(texts, e5)
+    store_vectors(neo4j, tenant, ids, kept, texts)
+    if missing and SHARES_JUDGE_E5:
+        with neo4j.session() as session:
+            session.execute_write(queries.store_judge_e5_vectors, tenant, [ids[row] for row in missing], made,
+                                  [texts[row] for row in missing])
+    if counts is not None:
+        counts.made += len(ids)
+        counts.e5_reused += len(ids) - len(missing)
+    return kept
+
+
 class MemberStore:
     """Member texts and vectors of one topic space read from the graph on demand (splits,
-    summaries), cached. A member without a usable vector is embedded from its text; an e5 vector
-    (e5 and combined spaces) is kept on its node (``reorg.vectors``), so it is made once."""
+    summaries), cached. A member without a usable vector stands at its topic's centroid when the
+    cascade placed it there (``stand_in``), else is embedded from its text; a kept vector (e5 and
+    encoder spaces) is stored on its node (``make_kept``), so it is made once."""
 
     def __init__(self, neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str,
-                 space: str = MAIN_SPACE, vectors: TopicVectorsResource | None = None) -> None:
+                 space: str = MAIN_SPACE, vectors: TopicVectorsResource | None = None,
+                 counts: KeptCounts | None = None) -> None:
         self.neo4j = neo4j
         self.embedder = embedder
         self.tenant = tenant
@@ -89,6 +137,9 @@ class MemberStore:
         self.dimension = space_dimension(space, embedder.dimension)
         self.texts: dict[str, str] = {}
         self.vectors: dict[str, np.ndarray] = {}
+        #: Topic-space vectors of members with no kept vector: their level-1 topic's centroid.
+        self.stand_in: dict[str, np.ndarray] = {}
+        self.counts = counts if counts is not None else KeptCounts()
 
     def add(self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray) -> None:
         self.texts.update(zip(ids, texts, strict=True))
@@ -105,15 +156,16 @@ class MemberStore:
         parts = {space: {i: member.embedding if space == MAIN_SPACE else member.reorg_vector
                          for i, member in found.items()}
                  for space, wanted in ((MAIN_SPACE, main), (E5_SPACE, e5)) if wanted}
+        stood = {i for i, vector in parts.get(E5_SPACE, {}).items() if vector is None and i in self.stand_in}
         for space, vectors in parts.items():
-            unembedded = [i for i, vector in vectors.items() if vector is None]
+            unembedded = [i for i, vector in vectors.items() if vector is None and i not in stood]
             texts = [found[i].memory for i in unembedded]
-            made = self.topic_vectors.embed(space, texts, self.embedder)
+            made = (make_kept(self.neo4j, self.tenant, unembedded, texts, self.counts) if space == E5_SPACE
+                    else self.topic_vectors.embed(space, texts, self.embedder))
             vectors.update(zip(unembedded, made, strict=True))
-            if space == E5_SPACE:
-                store_vectors(self.neo4j, self.tenant, unembedded, made, texts)
-        ids = list(found)
-        self.texts.update((i, found[i].memory) for i in ids)
+        ids = [i for i in found if i not in stood]
+        self.texts.update((i, found[i].memory) for i in found)
+        self.vectors.update((i, self.stand_in[i]) for i in stood)
         self.vectors.update(zip(ids, in_spaces(
             [self.space] * len(ids), [parts.get(MAIN_SPACE, {}).get(i) for i in ids],
             [parts.get(E5_SPACE, {}).get(i) for i in ids]), strict=True))
@@ -166,6 +218,8 @@ def load_forest(stored: Sequence[queries.StoredTopic], store: MemberStore) -> di
                 count = len(children)
                 centroid = centroid_in_space(record.centroid, record.centroid_space, store.space,
                                              store.embedder.dimension)
+                if centroid is not None:
+                    store.stand_in.update(dict.fromkeys(children, centroid))
                 vector_sum = (centroid * count if centroid is not None and record.member_count == count
                               else store.matrix(children).sum(axis=0, dtype=np.float64))
             else:
@@ -228,23 +282,27 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
                      params: Mapping[str, PlacementParams], rebuild: bool, salt: str = "",
                      cross: CrossParams | None = CROSS_PARAMS,
                      successors: Mapping[str, str] | None = None,
-                     advisor: PlacementAdvisor | None = None) -> list[dict[str, Any]]:
+                     advisor: PlacementAdvisor | None = None, cascade: CascadeParams = CASCADE_PARAMS,
+                     counts: KeptCounts | None = None) -> list[dict[str, Any]]:
     """Plan one memory type, each language in its own space with its own thresholds (``params``
     by space): offer its candidates to its topics (or, on rebuild, start over). With ``cross`` and
     ``vectors.cross_language`` a memory that fits no topic of its language may join the other's
     (``placement.plan_languages``): then a language with topics but no candidates is planned too.
-    ``successors``: memories a planned dedup will archive, and what replaces each (``tidied``).
-    ``advisor``: an LLM then places the memories the offline plan is unsure of (``llm_placement``)."""
+    Candidates without their topic-space vector (``embedding`` None) get it (routed by ``cascade``
+    first when it is on). ``successors``: memories a planned dedup will archive, and what replaces
+    each (``tidied``). ``advisor``: an LLM then places the memories the offline plan is unsure of
+    (``llm_placement``)."""
     with neo4j.session() as session:
         stored, _ = tidied(session.execute_read(queries.read_forest, tenant, [memory_type]), successors or {})
     langs = [language(text) for text in candidates["memory"]]
     across = cross is not None and vectors.cross_language
     planned = sorted(set(langs) | ({topic_language(t) for t in stored} if across and langs else set()))
     sides: dict[str, _Side] = {}
+    counts = counts if counts is not None else KeptCounts()
     for lang in planned:
         of_lang = candidates[[code == lang for code in langs]].reset_index(drop=True)
         sides[lang] = _Side(neo4j, embedder, vectors, tenant, lang, of_lang,
-                            [t for t in stored if topic_language(t) == lang])
+                            [t for t in stored if topic_language(t) == lang], rebuild, cascade, counts)
     plans = plan_languages(
         {lang: LanguagePool({} if rebuild else side.before, side.ids, side.matrix, params[side.store.space],
                             side.store.matrix, to_shared(side.store.space))
@@ -256,21 +314,68 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
             advisor.revise(side.before, plans[lang], side.ids, side.matrix, side.texts, limits.max_members,
                            limits.refresh_fraction, lambda ids, side=side: side.describe(ids, advisor.examples))
     return [row for lang, side in sides.items()
-            for row in _plan_rows(memory_type, side.store.space, side.before, plans[lang], rebuild)]
+            for row in (_plan_rows(memory_type, side.store.space, side.before, plans[lang], rebuild)
+                        + side.route_rows(memory_type, plans))]
 
 
 class _Side:
-    """One language's part of a memory type's cycle: its store (its space), candidates, forest."""
+    """One language's part of a memory type's cycle: its store (its space), candidates, forest.
+    Candidates without a topic-space vector are routed (``cascade.route``): the clear ones stand
+    at their topic's (or group's) vector, the others get their kept vector made and stored."""
 
     def __init__(self, neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
-                 tenant: str, lang: str, candidates: pd.DataFrame, stored: Sequence[queries.StoredTopic]) -> None:
-        self.store = MemberStore(neo4j, embedder, tenant, vectors.space(lang), vectors)
+                 tenant: str, lang: str, candidates: pd.DataFrame, stored: Sequence[queries.StoredTopic],
+                 rebuild: bool = False, cascade: CascadeParams = CASCADE_PARAMS,
+                 counts: KeptCounts | None = None) -> None:
+        self.store = MemberStore(neo4j, embedder, tenant, vectors.space(lang), vectors, counts)
         self.ids = candidates["id"].tolist()
         self.texts = candidates["memory"].tolist()
-        self.matrix = (np.vstack(candidates["embedding"].to_numpy()).astype(np.float32) if self.ids
+        rows = list(candidates["embedding"]) if self.ids else []
+        missing = [row for row, vector in enumerate(rows) if vector is None]
+        self.routed: list[int] = missing if cascade.enabled else []
+        self.routing: Routing | None = None
+        # On a rebuild every member is a candidate: its vector (routed or kept) serves the old forest too.
+        self.before = {} if rebuild else load_forest(stored, self.store)
+        if self.routed:
+            made = self._route(neo4j, embedder, tenant, lang, candidates, self.before, cascade)
+        else:
+            made = dict(zip(missing, in_spaces(
+                [self.store.space] * len(missing), [None] * len(missing),
+                list(make_kept(neo4j, tenant, [self.ids[row] for row in missing],
+                               [candidates["memory"].iloc[row] for row in missing], self.store.counts))),
+                strict=True))
+        for row, vector in made.items():
+            rows[row] = vector
+        self.matrix = (np.vstack(rows).astype(np.float32) if self.ids
                        else np.zeros((0, self.store.dimension), dtype=np.float32))
         self.store.add(self.ids, candidates["memory"].tolist(), self.matrix)
-        self.before = load_forest(stored, self.store)
+        if rebuild:
+            self.before = load_forest(stored, self.store)
+
+    def _route(self, neo4j: Neo4jResource, embedder: EmbedderResource, tenant: str, lang: str,
+               candidates: pd.DataFrame, forest: Mapping[str, Topic], cascade: CascadeParams) -> dict[int, np.ndarray]:
+        leaves = sorted(tid for tid, t in forest.items() if t.level == 1)
+        cheap_store = MemberStore(neo4j, embedder, tenant)
+        members = [m for tid in leaves for m in forest[tid].children]
+        cheap_store.load(members)
+
+        def root(tid: str) -> str:
+            while (parent := forest[tid].parent) is not None:
+                tid = parent
+            return tid
+
+        anchors = Anchors(leaves, np.array([cheap_store.matrix(forest[t].children).mean(axis=0) for t in leaves]
+                                           ).reshape(len(leaves), embedder.dimension), [root(t) for t in leaves])
+        cheap = np.vstack([candidates["cheap"].iloc[row] for row in self.routed]).astype(np.float32)
+        self.routing = route(anchors, cheap, lang, cascade)
+        paid = self.routing.paid
+        ids = [self.ids[self.routed[k]] for k in paid]
+        texts = [candidates["memory"].iloc[self.routed[k]] for k in paid]
+        real = dict(zip(paid, in_spaces([self.store.space] * len(paid), [None] * len(paid),
+                                        list(make_kept(neo4j, tenant, ids, texts, self.store.counts))),
+                        strict=True))
+        means = {t: forest[t].vector_sum / max(forest[t].member_count, 1) for t in leaves}
+        return {self.routed[k]: vector for k, vector in {**real, **impute(self.routing, means, real)}.items()}
 
     def describe(self, ids: Sequence[str], examples: int) -> dict[str, TopicOption]:
         """Stored topics as an LLM is shown them: key, summary and their first member texts."""
@@ -283,6 +388,28 @@ class _Side:
                                  examples=[self.store.texts[m] for m in members if m in self.store.texts])
                 for tid, members in shown.items()}
 
+    def route_rows(self, memory_type: str, plans: Mapping[str, CyclePlan]) -> list[dict[str, Any]]:
+        """The plan's ``ROUTE`` rows: each routed candidate's stage, cheap nearest topic and
+        whether its kept vector placed it elsewhere."""
+        if self.routing is None:
+            return []
+        final = {m: tid for plan in plans.values() for tid, t in plan.topics.items() if t.level == 1
+                 for m in t.children}
+        existing = set(self.before)
+        rows = []
+        for k, row in enumerate(self.routed):
+            mid, stage, nearest = self.ids[row], self.routing.stage[k], self.routing.anchor[k]
+            known = nearest if nearest in existing else None
+            rows.append({"kind": ROUTE, "memory_type": memory_type, "id": mid, "reason": stage,
+                         "nearest": known, "similarity": _rounded(self.routing.similarity[k]),
+                         "margin": _rounded(self.routing.margin[k]),
+                         "action": CHANGED if stage != CLEAR and known is not None and final.get(mid) != known
+                         else None})
+        return rows
+
+
+def _rounded(value: float) -> float | None:
+    return None if np.isnan(value) else round(float(value), 4)
 
 def _plan_rows(memory_type: str, space: str, before: Mapping[str, Topic], plan: CyclePlan,
                rebuild: bool) -> list[dict[str, Any]]:
@@ -318,11 +445,13 @@ def plan_table(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicV
                candidates: pd.DataFrame, params: Mapping[str, PlacementParams],
                rebuild: bool, salt: str = "", cross: CrossParams | None = CROSS_PARAMS,
                successors: Mapping[str, str] | None = None,
-               advisor: PlacementAdvisor | None = None) -> pd.DataFrame:
+               advisor: PlacementAdvisor | None = None, cascade: CascadeParams = CASCADE_PARAMS,
+               counts: KeptCounts | None = None) -> pd.DataFrame:
     """The placement plan of ``candidates`` (``memory_clusters``; ``memtend plan`` with the
-    ``successors`` of a dedup not run yet), revised by ``advisor``'s LLM where it is unsure."""
+    ``successors`` of a dedup not run yet), revised by ``advisor``'s LLM where it is unsure;
+    ``counts`` receives the kept vectors made."""
     rows = [row for memory_type, of_type in candidates.groupby("memory_type", sort=True)
             for row in plan_memory_type(neo4j, embedder, vectors, tenant, str(memory_type),
                                         of_type.reset_index(drop=True), params, rebuild, salt, cross,
-                                        successors, advisor)]
+                                        successors, advisor, cascade, counts)]
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)

@@ -5,7 +5,8 @@ deployment by a file of the same shape (``MEMTEND_TOPIC_THRESHOLDS``), never per
 One structure per space a language's topics can live in (``topic_vectors``): ``embedder`` (the
 configured embedder's own vectors; tuned for WordLlama), ``e5`` (multilingual-e5-small) and
 ``combined`` (a topic encoder with e5 carried; both encoders share it), plus ``cross_language``
-(offers to the other language's topics in the shared e5 space).
+(offers to the other language's topics in the shared e5 space) and ``cascade`` (which memories the
+embedder's space places without a model pass, ``cascade``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mem_assets.reorg.cascade import CascadeParams
 from mem_assets.reorg.placement import CrossParams, PlacementParams
 
 SHIPPED_FILE = Path(__file__).parent / "models" / "placement-thresholds.json"
@@ -58,6 +60,21 @@ class CrossThresholds(BaseModel):
         return replace(base, **self.model_dump(exclude_none=True))
 
 
+class CascadeThresholds(BaseModel):
+    """The placement cascade's band (``cascade.CascadeParams``), in the embedder's space."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clear_similarity: float | None = Field(default=None, ge=-1, le=2)
+    clear_margin: float | None = Field(default=None, ge=0)
+    representatives: int | None = Field(default=None, ge=1)
+    group_similarity: float | None = _cosine()
+    min_group_size: int | None = Field(default=None, ge=2)
+
+    def over(self, base: CascadeParams) -> CascadeParams:
+        return replace(base, **self.model_dump(exclude_none=True))
+
+
 class PlacementThresholds(BaseModel):
     """The thresholds file: the shipped one in full, a deployment's override in part."""
 
@@ -68,6 +85,7 @@ class PlacementThresholds(BaseModel):
     e5: SpaceThresholds = SpaceThresholds()
     combined: SpaceThresholds = SpaceThresholds()
     cross_language: CrossThresholds = CrossThresholds()
+    cascade: CascadeThresholds = CascadeThresholds()
 
     @model_validator(mode="after")
     def _sizes_in_order(self) -> PlacementThresholds:
@@ -82,7 +100,7 @@ class PlacementThresholds(BaseModel):
     def overridden_by(self, override: PlacementThresholds) -> PlacementThresholds:
         """These thresholds with every value ``override`` sets in their place."""
         merged = {name: getattr(self, name).model_copy(update=getattr(override, name).model_dump(exclude_none=True))
-                  for name in ("embedder", "e5", "combined", "cross_language")}
+                  for name in ("embedder", "e5", "combined", "cross_language", "cascade")}
         return type(self).model_validate({name: value.model_dump() for name, value in merged.items()})
 
     def with_file(self, path: str) -> PlacementThresholds:
@@ -105,6 +123,10 @@ class PlacementThresholds(BaseModel):
     def cross_params(self) -> CrossParams:
         return self.cross_language.over(CrossParams())
 
+    @property
+    def cascade_params(self) -> CascadeParams:
+        return self.cascade.over(CascadeParams())
+
 
 SHIPPED = PlacementThresholds.read(SHIPPED_FILE)
 #: The shipped thresholds of each space (research studies start from these).
@@ -112,3 +134,4 @@ EMBEDDER_PARAMS = SHIPPED.embedder_params
 E5_PARAMS = SHIPPED.e5_params
 COMBINED_PARAMS = SHIPPED.combined_params
 CROSS_PARAMS = SHIPPED.cross_params
+CASCADE_PARAMS = SHIPPED.cascade_params

@@ -4,14 +4,17 @@ Chinese and English memories never share a space (``PlacementParams.split_langua
 language uses its own. By default (``MEMTEND_TOPIC_COMBINED_LANGUAGES=en,zh``) each language's
 topics live in its **encoder space**: the vector of that language's **topic encoder** (bge-small
 fine-tuned on labeled themes, ``topic_encoder``) joined with the memory's multilingual-e5-small
-``query:`` vector at weight 1e-6, so cosines there are the encoder's while a mean still maps to the
+passage vector at weight 1e-6, so cosines there are the encoder's while a mean still maps to the
 e5 space all languages share (cross-language offers). English got its encoder on 2026-12-03
 (docs/reorg.md, "Topic encoder"), Chinese later that day ("A Chinese topic encoder"); before
 that Chinese topics lived in plain e5 space (``MEMTEND_TOPIC_E5_LANGUAGES``, still available).
 
-Each memory is run through each model once: its **kept vector** (``reorg_vector``: e5 ⊕ English
-encoder ⊕ Chinese encoder, 1,280 floats — a memory may join the other language's topic, where its
-vector from that language's encoder counts) is stored on its node with ``reorg_vector_key``
+Each memory is run through each model at most once: its **kept vector** (``reorg_vector``: e5 ⊕
+English encoder ⊕ Chinese encoder, 1,280 floats — a memory may join the other language's topic,
+where its vector from that language's encoder counts), made only for the memories the placement
+cascade sends on (``cascade``), is stored on its node; its e5 part is the passage vector the dedup
+judge keeps (``judge_vector``), taken from there or stored there (``placement_plan.make_kept``).
+It is stored with ``reorg_vector_key``
 naming the models and a digest of the text it was made from: a vector whose key does not match — a
 merge rewrote the text, a model changed — is made again; later cycles read it back. Every topic's
 stored centroid names the space it is in (``reorg_centroid_space``); one of another space is
@@ -25,22 +28,29 @@ from collections.abc import Callable, Sequence
 import dagster as dg
 import numpy as np
 
+from mem_assets.reorg.cascade import CascadeParams
 from mem_assets.reorg.placement import CrossParams, PlacementParams
 from mem_assets.reorg.placement_thresholds import SHIPPED, PlacementThresholds
 from mem_assets.reorg.topic_encoder import ENCODERS, topic_encoder_embed
 from mem_resources.embedder import (
+    E5_PASSAGE_SPACE,
     E5_QUERY_SPACE,
     EmbedderResource,
+    e5_embed,
     e5_query_embed,
     normalize_rows,
     stored_vector_key,
 )
 
-#: The e5 space's stored-centroid tag.
+#: The e5 space's stored-centroid tag: the ``query:`` vector. The passage vector the dedup judge
+#: keeps (``judge_vector``) would give one e5 pass for both stages, but placed worse on fresh3
+#: (0.683 -> 0.660) and fresh4 (0.609 -> 0.605): research/studies/placement_cascade_rule.md.
 E5_SPACE = E5_QUERY_SPACE
+#: Whether the kept vector's e5 part is the judge's (then read from and stored to ``judge_vector``).
+SHARES_JUDGE_E5 = E5_SPACE == E5_PASSAGE_SPACE
 E5_DIMENSION = 384
 #: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
-KEPT_MODEL = "+".join([E5_QUERY_SPACE, *(model.name for model in ENCODERS.values())])
+KEPT_MODEL = "+".join([E5_SPACE, *(model.name for model in ENCODERS.values())])
 KEPT_DIMENSION = E5_DIMENSION + sum(model.dimension for model in ENCODERS.values())
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
@@ -102,11 +112,17 @@ def is_encoder_space(space: str) -> bool:
     return space in _LANGUAGE_OF_SPACE
 
 
-def kept_embed(texts: Sequence[str]) -> np.ndarray:
-    """Kept vectors: e5 ``query:`` ⊕ each language's topic encoder."""
+def kept_embed(texts: Sequence[str], e5: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
+    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder; ``e5``: e5 vectors already
+    made (the judge's, kept on the node, when ``SHARES_JUDGE_E5``), None where there is none."""
     texts = list(texts)
-    return np.hstack([e5_query_embed(texts), *(topic_encoder_embed(texts, language) for language in ENCODERS)]
-                     ).astype(np.float32)
+    known = list(e5) if e5 is not None else [None] * len(texts)
+    missing = [row for row, vector in enumerate(known) if vector is None]
+    run = e5_embed if SHARES_JUDGE_E5 else e5_query_embed
+    for row, vector in zip(missing, run([texts[row] for row in missing]), strict=True):
+        known[row] = vector
+    parts = normalize_rows(np.array(known, dtype=np.float32).reshape(len(texts), E5_DIMENSION))
+    return np.hstack([parts, *(topic_encoder_embed(texts, language) for language in ENCODERS)]).astype(np.float32)
 
 
 def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
@@ -126,7 +142,7 @@ def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
 
 
 def to_shared(space: str) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The map from ``space`` to the space all languages share (e5 ``query:``), where a memory may
+    """The map from ``space`` to the space all languages share (e5 passage), where a memory may
     be offered to the other language's topics; None for a space without an e5 part. Linear, so a
     mean maps to the mean (an encoder space's e5 part, unscaled: cosines ignore the scale)."""
     if space == E5_SPACE:
@@ -170,6 +186,10 @@ class TopicVectorsResource(dg.ConfigurableResource):
     def cross_params(self) -> CrossParams:
         return self.thresholds().cross_params
 
+    def cascade_params(self) -> CascadeParams:
+        """Which memories are placed from the embedder's space without a kept vector (``cascade``)."""
+        return self.thresholds().cascade_params
+
     def space(self, language: str) -> str:
         return space_of(language, self.e5_languages, self.combined_languages)
 
@@ -186,6 +206,22 @@ def vector_key(text: str) -> str:
     return stored_vector_key(KEPT_MODEL, text)
 
 
+#: Before 2026-12-05 the kept vector's e5 part was the ``query:`` vector. Those vectors and the
+#: centroids made of them are still read as they are (in the encoder spaces e5 only carries
+#: cross-language offers), so an upgrade does not re-embed every placed memory at once; new
+#: vectors are made with the passage part.
+_LEGACY_KEPT_MODEL = "+".join([E5_QUERY_SPACE, *(model.name for model in ENCODERS.values())])
+_LEGACY_SPACES = {f"{model.name}+{E5_QUERY_SPACE}@{COMBINED_WEIGHT:g}": space
+                  for space, model in ((ENCODER_SPACES[lang], model) for lang, model in ENCODERS.items())}
+_LEGACY_SPACES[E5_QUERY_SPACE] = E5_SPACE
+
+
+def is_kept_key(key: str | None, text: str) -> bool:
+    """Whether a stored kept vector's key says it was made from ``text`` by the current models
+    (or by the same encoders with e5 ``query:``, read as is)."""
+    return key in (vector_key(text), stored_vector_key(_LEGACY_KEPT_MODEL, text))
+
+
 def space_dimension(space: str, main_dimension: int) -> int:
     if is_encoder_space(space):
         return ENCODERS[_LANGUAGE_OF_SPACE[space]].dimension + E5_DIMENSION
@@ -196,7 +232,8 @@ def centroid_in_space(centroid: Sequence[float] | None, stored_space: str | None
                       main_dimension: int) -> np.ndarray | None:
     """A stored centroid usable in ``space``: same space (centroids written before spaces were
     named are the embedder's) and the space's dimension; else None (recompute from members)."""
-    if centroid is None or (stored_space or MAIN_SPACE) != space:
+    stored_space = _LEGACY_SPACES.get(stored_space or MAIN_SPACE, stored_space or MAIN_SPACE)
+    if centroid is None or stored_space != space:
         return None
     if len(centroid) != space_dimension(space, main_dimension):
         return None

@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from mem_assets.reorg import queries
 from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, typical_first
-from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, MemberStore, store_vectors
+from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, MemberStore
 from mem_assets.reorg.queries import Orphan
 from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
 from mem_assets.reorg.topic_space import language as language_code
 from mem_assets.reorg.topic_vectors import (
-    E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
     TopicVectorsResource,
@@ -63,7 +63,7 @@ DISSOLVED = "too_few_members"
 
 # -- candidates -----------------------------------------------------------------------------------
 
-CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding"]
+CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding", "cheap"]
 
 
 class CandidateLoad(NamedTuple):
@@ -71,7 +71,6 @@ class CandidateLoad(NamedTuple):
     counts: pd.DataFrame
     re_embedded: int
     waiting: int
-    vectors_stored: int = 0
     vectors_deferred: int = 0
 
 
@@ -92,12 +91,13 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
     rebuild), sorted by type and id so that planning repeats, and the orphan counts per type.
 
     Orphans of types not due are marked ``awaiting_batch`` (a recorded reason, not a placement).
-    Each candidate's ``embedding`` column holds its vector in its language's topic space
-    (``reorg.vectors``): a memory of an e5 or combined-space language without a stored e5 vector
-    is embedded here once and the vector kept on its node — at most ``e5_max`` per run (by memory
-    type and id): the others are marked deferred, which the next run plans first; a memory without
-    an embedding of the embedder's dimension is embedded for planning only (the graph keeps its
-    embedding as it is). ``write=False`` (``memtend plan``): the same candidates, nothing marked
+    Each candidate's ``cheap`` column holds its embedder vector and ``embedding`` its vector in its
+    language's topic space (``topic_vectors``), or None for a memory of a kept-vector space without
+    its kept vector yet: planning makes those (routing them first when the ``cascade`` is on) —
+    at most ``e5_max`` per run (by memory type and id): the others are marked deferred, which the
+    next run plans first.
+    A memory without an embedding of the embedder's dimension is embedded for planning only (the
+    graph keeps its embedding as it is). ``write=False`` (``memtend plan``): the same candidates, nothing marked
     or stored; ``after``: as they will be once a planned dedup ran (fresh counts adjusted).
     """
     with neo4j.session() as session:
@@ -127,28 +127,27 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
         if write:
             with neo4j.session() as session:
                 session.execute_write(queries.mark_deferred, tenant, sorted(later))
-    pairs = list(zip(rows, spaces, strict=True))
-    parts = {MAIN_SPACE: [orphan.embedding if space == MAIN_SPACE else None for orphan, space in pairs],
-             E5_SPACE: [orphan.reorg_vector if space in NEEDS_E5 else None for orphan, space in pairs]}
-    wanted = {MAIN_SPACE: {MAIN_SPACE}, E5_SPACE: NEEDS_E5}
-    missing = {part: [row for row, vector in enumerate(vectors_of) if vector is None and spaces[row] in wanted[part]]
-               for part, vectors_of in parts.items()}
-    for part, at in missing.items():
-        for row, vector in zip(at, vectors.embed(part, [rows[row].memory for row in at], embedder), strict=True):
-            parts[part][row] = vector
-    stored = store_vectors(neo4j, tenant, [rows[row].id for row in missing[E5_SPACE]],
-                           [parts[E5_SPACE][row] for row in missing[E5_SPACE]],
-                           [rows[row].memory for row in missing[E5_SPACE]]) if write else 0
-    chosen = in_spaces(spaces, parts[MAIN_SPACE], parts[E5_SPACE])
+    cheap: list[np.ndarray | None] = [orphan.embedding for orphan in rows]
+    unembedded = [row for row, vector in enumerate(cheap) if vector is None]
+    for row, vector in zip(unembedded, vectors.embed(MAIN_SPACE, [rows[row].memory for row in unembedded], embedder),
+                           strict=True):
+        cheap[row] = vector
+    ready = [row for row, (orphan, space) in enumerate(zip(rows, spaces, strict=True))
+             if space not in NEEDS_E5 or orphan.reorg_vector is not None]
+    chosen: list[np.ndarray | None] = [None] * len(rows)
+    for row, vector in zip(ready, in_spaces([spaces[row] for row in ready], [cheap[row] for row in ready],
+                                            [rows[row].reorg_vector for row in ready]), strict=True):
+        chosen[row] = vector
     frame = pd.DataFrame({"id": [o.id for o in rows], "memory_type": [o.memory_type for o in rows],
                           "memory": [o.memory for o in rows], "set_aside": [o.set_aside for o in rows]},
-                         columns=CANDIDATE_COLUMNS[:-1])
+                         columns=CANDIDATE_COLUMNS[:4])
     frame["embedding"] = pd.Series(chosen, index=frame.index, dtype=object)
+    frame["cheap"] = pd.Series(cheap, index=frame.index, dtype=object)
     frame = frame.sort_values(["memory_type", "id"], kind="stable", ignore_index=True)
     table = pd.DataFrame([vars(count) for count in counts],
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
-    return CandidateLoad(frame, table, len(missing[MAIN_SPACE]), waiting, stored, len(later))
+    return CandidateLoad(frame, table, len(unembedded), waiting, len(later))
 
 
 def _counts_after(counts: Sequence[queries.OrphanCount], orphans: Sequence[Orphan],
