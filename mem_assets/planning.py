@@ -151,7 +151,7 @@ def plan_tenant(neo4j: Neo4jResource, tenant: str, embedder: EmbedderResource, j
                            write=False, after=AfterDedup(frozenset(successors) | frozenset(given), added))
     candidates = load.frame
     placements = plan_table(neo4j, embedder, topic_vectors, tenant, candidates, topic_vectors.space_params(),
-                            False, "", topic_vectors.cross_params(), successors, topic_vectors.cascade_params())
+                            False, "", topic_vectors.cross_params(), successors, cascade=topic_vectors.cascade_params())
     texts.update(zip(candidates["id"], candidates["memory"], strict=True))
     table = pd.DataFrame(_dedup_rows(plan, nodes, scores, queue) + _placement_rows(placements, texts, given),
                          columns=PLAN_COLUMNS)

@@ -42,6 +42,14 @@ def _jieba() -> ModuleType:
     return jieba
 
 
+def chinese_tagged(text: str) -> list[tuple[str, str]]:
+    """jieba's (word, part-of-speech flag) pairs of ``text``."""
+    import jieba.posseg
+
+    _jieba()
+    return [(p.word, p.flag) for p in jieba.posseg.lcut(text)]
+
+
 @lru_cache(maxsize=1 << 16)
 def chinese_words(run: str, hmm: bool = True) -> tuple[str, ...]:
     """jieba words of one run of Chinese characters; runs repeat a lot, so they are cached."""

@@ -23,13 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-import jieba.posseg
-
 from mem_assets.dedup.llm_judge_prompt import JudgeRequest
-from mem_assets.dedup.offline_judge_features import parse
 from mem_assets.dedup.pair_judge import Judgment
 from mem_assets.dedup.relations import Label
 from mem_resources.memory_model import normalize_text
+from mem_resources.text import chinese_tagged
 
 GUARDS = "resolution-guards-v1"
 """Versions the guards; part of the judgment cache key, so a change re-judges cached pairs."""
@@ -327,9 +325,9 @@ def _zh_cut(text: str, names: frozenset[str] = frozenset()) -> tuple[tuple[str, 
             if part in names:
                 pieces.append((part, "nr"))
             elif part:
-                pieces.extend((p.word, p.flag) for p in jieba.posseg.lcut(part))
+                pieces.extend(chinese_tagged(part))
     else:
-        pieces = [(p.word, p.flag) for p in jieba.posseg.lcut(text)]
+        pieces = chinese_tagged(text)
     out: list[tuple[str, str]] = []
     for word, flag in pieces:
         if flag.startswith("nr") and word not in names and out and (
@@ -551,6 +549,8 @@ class _Statement:
 
 @lru_cache(maxsize=8192)
 def _statement(text: str) -> _Statement:
+    from mem_assets.dedup.offline_judge_features import parse  # jieba: loaded by the runs that judge
+
     change = parse(text).change_cues > 0
     if _CJK.search(text):
         pieces = [(w.strip(), f) for w, f in _zh_cut(text) if w.strip()]
