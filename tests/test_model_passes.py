@@ -29,16 +29,16 @@ def test_relation_judgments_reports_the_model_passes_of_its_step(neo4j, instance
     assert from_metadata(again) == {}, "nothing new: no model runs"
 
 
-def test_reorg_candidates_reports_the_kept_vectors_it_made(neo4j, instance, tenant):
+def test_memory_clusters_reports_the_kept_vectors_it_made(neo4j, instance, tenant):
     texts = [f"Practised the {chord} chord on the guitar for {minutes} minutes today."
              for chord in ("G", "C", "D", "E minor", "A minor") for minutes in (10, 20, 30, 40, 50)]
     write_memories(neo4j, tenant, texts)
     first = run_reorg(neo4j, tenant, instance)
-    made = materialization_metadata(first, "reorg_candidates")
+    made = materialization_metadata(first, "memory_clusters")
     passes = from_metadata(made)
-    assert made["e5_vectors_stored"] == len(texts)
+    assert made["kept_vectors_made"] == len(texts)
     assert passes["e5 query"].items == len(texts)
     assert all(c.items == len(texts) for m, c in passes.items() if m.startswith("topic-encoder"))
 
     again = run_reorg(neo4j, tenant, instance)
-    assert from_metadata(materialization_metadata(again, "reorg_candidates")) == {}
+    assert from_metadata(materialization_metadata(again, "memory_clusters")) == {}

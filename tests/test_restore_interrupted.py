@@ -146,7 +146,7 @@ def test_kill_tend_restore_again_with_memtend_tend_ends_consistent(neo4j, neo4j_
     with dg.DagsterInstance.from_config(str(home)) as instance:
         checks = [record.event_log_entry.dagster_event.event_specific_data for record in instance.get_records_for_run(
             run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records]
-    assert len(checks) == 13 and all(check.passed for check in checks), [  # every check of tend_memory
+    assert len(checks) == 14 and all(check.passed for check in checks), [  # every check of tend_memory
         (c.check_name, c.passed) for c in checks]
     after = _consistency(neo4j, tenant)
     assert not after["twice_archived"] and not after["twice_active"] and after["roots"] == made["roots"]

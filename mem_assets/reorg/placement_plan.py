@@ -330,7 +330,8 @@ class _Side:
         self.store = MemberStore(neo4j, embedder, tenant, vectors.space(lang), vectors, counts)
         self.ids = candidates["id"].tolist()
         self.texts = candidates["memory"].tolist()
-        rows = list(candidates["embedding"]) if self.ids else []
+        # A stored and reloaded frame turns an all-None column into NaN: any scalar is "no vector yet".
+        rows = [None if np.ndim(vector) == 0 else vector for vector in candidates["embedding"]] if self.ids else []
         missing = [row for row, vector in enumerate(rows) if vector is None]
         self.routed: list[int] = missing if cascade.enabled else []
         self.routing: Routing | None = None
