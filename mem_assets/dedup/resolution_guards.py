@@ -29,7 +29,7 @@ from mem_assets.dedup.relations import Label
 from mem_resources.memory_model import normalize_text
 from mem_resources.text import chinese_tagged
 
-GUARDS = "resolution-guards-v1"
+GUARDS = "resolution-guards-v2"
 """Versions the guards; part of the judgment cache key, so a change re-judges cached pairs."""
 
 _USER = "@user"
@@ -138,7 +138,7 @@ def _content_follows(raw: Sequence[str], i: int) -> bool:
 
 
 def _resolve(people: set[str], who: str) -> str:
-    """A pronoun (``?``) names the one named person of its text, if there is exactly one."""
+    """A pronoun (``?``) names the one named person of ``people``, if there is exactly one."""
     if who != _UNKNOWN:
         return who
     named = people - {_USER, _UNKNOWN}
@@ -164,6 +164,7 @@ class _Clauses:
 
     def __init__(self, people: set[str]) -> None:
         self.people = people
+        self.seen: set[str] = set()
         self.doers: dict[str, set[str]] = {}
         self.verbal: set[str] = set()
         self.subject: set[str] = set()
@@ -175,7 +176,11 @@ class _Clauses:
         "is" or "has", only a participle is)."""
 
     def who(self, person: str) -> str:
-        return _resolve(self.people, person)
+        """A name as it is; a pronoun resolved among the names already read (its antecedents),
+        so "the user does her design work in Figma" gives no work to Figma."""
+        if person != _UNKNOWN:
+            self.seen.add(person)
+        return _resolve(self.seen, person)
 
     def add(self, stem: str, agent: set[str], verbal: bool = False) -> None:
         if agent:

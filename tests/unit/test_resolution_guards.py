@@ -15,6 +15,7 @@ from mem_assets.dedup.resolution_guards import (
     guard_judgments,
     guarded_fingerprint,
     guarded_requests,
+    role_reversal,
 )
 
 ROLE_REVERSALS = [
@@ -144,3 +145,10 @@ def test_the_judgment_cache_stores_guarded_answers_under_the_guards_version():
     assert cached["key"] == pair_key(f"always-redundant+{GUARDS}", "Sam thanks Ana for her support.",
                                      "Sam supports Ana.")
     assert cached["key"] != pair_key("always-redundant", "Sam thanks Ana for her support.", "Sam supports Ana.")
+
+
+def test_a_pronoun_refers_only_to_a_name_read_before_it():
+    """From the bundled sample: "her" is the user's, not Figma's, so the two texts are one fact."""
+    a, b = "The user uses Figma for most design work.", "The user does most of her design work in Figma."
+    assert role_reversal(a, b) is None
+    assert role_reversal("Sam thanks Ana for her support.", "Sam supports Ana.") is not None
