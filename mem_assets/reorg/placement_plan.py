@@ -35,7 +35,6 @@ from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
-    SHARES_JUDGE_E5,
     SHIPPED_PARAMS,
     TopicVectorsResource,
     centroid_in_space,
@@ -44,7 +43,7 @@ from mem_assets.reorg.topic_vectors import (
     space_dimension,
     to_shared,
 )
-from mem_resources.embedder import EmbedderResource, e5_embed, e5_query_embed
+from mem_resources.embedder import EmbedderResource
 from mem_resources.graph_schema_adapter import SEED_DIALECT, GraphDialect
 from mem_resources.memory_model import memory_id
 from mem_resources.neo4j_resource import Neo4jResource
@@ -89,34 +88,16 @@ class KeptCounts:
     """Kept vectors made by a run, and how many of them took e5 from the judge's kept vector."""
 
     made: int = 0
-    e5_reused: int = 0
 
 
 def make_kept(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], texts: Sequence[str],
               counts: KeptCounts | None = None) -> np.ndarray:
-    """Kept vectors of memories that have none, stored on their nodes: the e5 part is the judge's
-    passage vector when the node keeps one (``judge_vector``), else made here and kept there too,
-    so dedup and placement run e5 once per memory between them."""
-    if not ids:
-        return kept_embed([])
-    known: dict[str, np.ndarray] = {}
-    if SHARES_JUDGE_E5:
-        with neo4j.session() as session:
-            known = session.execute_read(queries.judge_e5_vectors, tenant, ids)
-    missing = [row for row, mid in enumerate(ids) if mid not in known]
-    made = (e5_embed if SHARES_JUDGE_E5 else e5_query_embed)([texts[row] for row in missing])
-    e5: list[np.ndarray | None] = [known.get(mid) for mid in ids]
-    for row, vector in zip(missing, made, strict=True):
-        e5[row] = vector
-    kept = kept_embed(texts, e5)
-    store_vectors(neo4j, tenant, ids, kept, texts)
-    if missing and SHARES_JUDGE_E5:
-        with neo4j.session() as session:
-            session.execute_write(queries.store_judge_e5_vectors, tenant, [ids[row] for row in missing], made,
-                                  [texts[row] for row in missing])
+    """Kept vectors of memories that have none, made once and stored on their nodes."""
+    kept = kept_embed(texts)
+    if ids:
+        store_vectors(neo4j, tenant, ids, kept, texts)
     if counts is not None:
         counts.made += len(ids)
-        counts.e5_reused += len(ids) - len(missing)
     return kept
 
 

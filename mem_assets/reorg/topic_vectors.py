@@ -33,10 +33,8 @@ from mem_assets.reorg.placement import CrossParams, PlacementParams
 from mem_assets.reorg.placement_thresholds import SHIPPED, PlacementThresholds
 from mem_assets.reorg.topic_encoder import ENCODERS, topic_encoder_embed
 from mem_resources.embedder import (
-    E5_PASSAGE_SPACE,
     E5_QUERY_SPACE,
     EmbedderResource,
-    e5_embed,
     e5_query_embed,
     normalize_rows,
     stored_vector_key,
@@ -47,7 +45,6 @@ from mem_resources.embedder import (
 #: (0.683 -> 0.660) and fresh4 (0.609 -> 0.605): research/studies/placement_cascade_rule.md.
 E5_SPACE = E5_QUERY_SPACE
 #: Whether the kept vector's e5 part is the judge's (then read from and stored to ``judge_vector``).
-SHARES_JUDGE_E5 = E5_SPACE == E5_PASSAGE_SPACE
 E5_DIMENSION = 384
 #: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
 KEPT_MODEL = "+".join([E5_SPACE, *(model.name for model in ENCODERS.values())])
@@ -112,16 +109,10 @@ def is_encoder_space(space: str) -> bool:
     return space in _LANGUAGE_OF_SPACE
 
 
-def kept_embed(texts: Sequence[str], e5: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
-    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder; ``e5``: e5 vectors already
-    made (the judge's, kept on the node, when ``SHARES_JUDGE_E5``), None where there is none."""
+def kept_embed(texts: Sequence[str]) -> np.ndarray:
+    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder."""
     texts = list(texts)
-    known = list(e5) if e5 is not None else [None] * len(texts)
-    missing = [row for row, vector in enumerate(known) if vector is None]
-    run = e5_embed if SHARES_JUDGE_E5 else e5_query_embed
-    for row, vector in zip(missing, run([texts[row] for row in missing]), strict=True):
-        known[row] = vector
-    parts = normalize_rows(np.array(known, dtype=np.float32).reshape(len(texts), E5_DIMENSION))
+    parts = e5_query_embed(texts).reshape(len(texts), E5_DIMENSION)
     return np.hstack([parts, *(topic_encoder_embed(texts, language) for language in ENCODERS)]).astype(np.float32)
 
 
