@@ -45,7 +45,7 @@ SUMMARY: dict[str, dict[str, tuple[str, ...]]] = {
     "ingest": {"memory_items": ("accepted", "rejected", "new"),
                "context_graph": ("new_memories", "claims")},
     "dedup": {"dedup_candidates": ("pairs",),
-              "relation_judgments": ("redundant", "contradictory", "judge_calls"),
+              "relation_judgments": ("redundant", "contradictory", "llm_calls"),
               "merged_nodes": ("merges", "supersedes")},
     "reorg": {"reorg_candidates": ("candidates",), "memory_clusters": ("topics",),
               "summary_parents": ("topics_created", "topics_grown")},
