@@ -41,10 +41,11 @@ def tokenizer(jar: Path, language: bge.Language = "zh") -> Tokenizer:
 class CrossEncoder:
     """Probabilities of (older, newer) pairs, each pair run once per process and on its own: the
     int8 model quantizes activations with a scale taken over the whole input, so in a batch a
-    pair's probabilities would depend on its neighbours (by up to 0.11)."""
+    pair's probabilities would depend on its neighbours (by up to 0.11). One input a run, so one
+    intra-op thread (``bge.session``)."""
 
     def __init__(self, model: Path, jar: Path, language: bge.Language) -> None:
-        self._session = model_passes.CountedSession(bge.session(model), model.stem)
+        self._session = model_passes.CountedSession(bge.session(model, threads=1), model.stem)
         self._tokenizer = tokenizer(jar, language)
         self._known: dict[tuple[str, str], np.ndarray] = {}
 

@@ -56,10 +56,10 @@ class ModelChangedError(RuntimeError):
 class TopicEncoder:
     """Unit vectors of texts, each text run on its own: the int8 model quantizes activations with
     a scale taken over the whole input, so in a batch a text's vector would depend on its
-    neighbours."""
+    neighbours. So its session has one intra-op thread, which sleeps between runs (``bge.session``):
+    same vectors, bit for bit, and no core spun away from the next text on a shared machine."""
 
     def __init__(self, model: EncoderModel, file: Path | None = None, check: bool = True) -> None:
-        import onnxruntime
         from tokenizers import Tokenizer
 
         file = file or model.file
@@ -68,11 +68,8 @@ class TopicEncoder:
                 f"{file} is not the topic encoder {model.name} (sha256 {model.sha256[:12]}…): restore it "
                 "(git checkout), or after retraining bump its name and sha256 in topic_encoder.ENCODERS so "
                 "that vectors kept from the old model are made again")
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
         self.dimension = model.dimension
-        session = onnxruntime.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
-        self._session = model_passes.CountedSession(session, model.name)
+        self._session = model_passes.CountedSession(bge.session(file, threads=1), model.name)
         self._tokenizer = Tokenizer.from_file(str(model.tokenizer))
         self._tokenizer.enable_truncation(MAX_TOKENS)
 

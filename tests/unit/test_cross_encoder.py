@@ -12,6 +12,7 @@ import pytest
 from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
 from mem_assets.dedup import offline_judge_model as judge_model
 from mem_assets.dedup.offline_judge_features import CROSS_FEATURE_NAMES
+from mem_resources import bge
 from mem_resources.settings import DEFAULT_MODELS_DIR
 from research.training.judge_trees import CLASSES
 
@@ -60,3 +61,21 @@ def test_each_pair_gets_the_cross_encoder_of_its_language():
     assert np.allclose(columns[0], cross_encoder.load(DEFAULT_MODELS_DIR, "en").probabilities(pairs[:1])[0])
     assert np.allclose(columns[1], cross_encoder.load(DEFAULT_MODELS_DIR, "zh").probabilities(pairs[1:])[0])
     assert (judge_model.featurizer(deep=True, cross=["zh"]).matrix(pairs[:1])[0, -3:] == -1).all()
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_one_sleeping_thread_gives_the_default_sessions_probabilities_bit_for_bit(language):
+    """The shipped session (one intra-op thread that sleeps between runs) is a speed setting only:
+    onnxruntime's default session gives the same numbers, so stored judgments stay valid."""
+    import onnxruntime
+
+    pairs = [("The user is allergic to cats.", "The user has a cat allergy."), ("用户喜欢喝乌龙茶", "用户爱喝乌龙")]
+    shipped = cross_encoder.load(DEFAULT_MODELS_DIR, language)
+    assert shipped._session.get_session_options().intra_op_num_threads == 1
+    reference = onnxruntime.InferenceSession(str(cross_encoder.MODEL_FILES[language]),
+                                             providers=["CPUExecutionProvider"])
+    for pair in pairs:
+        encoded = cross_encoder.tokenizer(bge.existing_jar(DEFAULT_MODELS_DIR, language), language).encode(*pair)
+        feed = {name: np.array([getattr(encoded, field)], dtype=np.int64)
+                for name, field in zip(cross_encoder.INPUTS, ("ids", "attention_mask", "type_ids"), strict=True)}
+        assert np.array_equal(shipped.probabilities([pair])[0], reference.run(None, feed)[0][0].astype(np.float64))

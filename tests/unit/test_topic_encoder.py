@@ -50,3 +50,17 @@ def test_a_replaced_model_file_is_refused(tmp_path, language):
         file.write(b"\0")
     with pytest.raises(ModelChangedError, match="bump its name and sha256"):
         TopicEncoder(model, changed)
+
+
+@pytest.mark.parametrize("language", sorted(ENCODERS))
+def test_one_sleeping_thread_gives_the_default_sessions_vectors_bit_for_bit(language):
+    """The shipped session (one intra-op thread that sleeps between runs) is a speed setting only:
+    vectors kept on nodes by onnxruntime's default session stay valid."""
+    import onnxruntime
+
+    encoder = load(language)
+    assert encoder._session.get_session_options().intra_op_num_threads == 1
+    reference = TopicEncoder(ENCODERS[language])
+    reference._session = onnxruntime.InferenceSession(str(ENCODERS[language].file), providers=["CPUExecutionProvider"])
+    texts = [text for theme in THEMES[language] for text in theme]
+    assert np.array_equal(encoder.embed(texts), reference.embed(texts))
