@@ -10,8 +10,8 @@ CLS vectors, of each word piece's vector) and how far a batched int8 text's stat
 same text run alone. Then the shipped cascade (gate with its cascade sides, review band
 ``DEFAULT_REVIEW_BAND``) judges every pair with fp32 and with int8 (one text per run) token
 states, e5 vectors and cross-encoder probabilities shared, and prints the pairs whose label or
-review mark changes. Both jar pairs must be in their folders (fp32: ``mvn dependency:copy`` of the
-coordinates in ``FP32``). With ``--heldout``: each file scored end to end as ``memtend eval-judge``
+review mark changes. Both jar pairs must be in their folders (fp32: ``make setup``; int8, not
+shipped: ``mvn dependency:copy -Dartifact=COORDINATES -DoutputDirectory=DIR`` of each in ``INT8``). With ``--heldout``: each file scored end to end as ``memtend eval-judge``
 scores it (candidate search, the configured offline judge, resolution guards), once with the fp32
 jars and once with the int8 ones (all jars in the models folder). Changes nothing.
 """
