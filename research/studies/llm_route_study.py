@@ -1,0 +1,210 @@
+"""Study: which of the offline judge's pairs the LLM should see (rule: llm_route_rule.md).
+
+``python -m research.studies.llm_route_study train``    every variant, training files, both sources
+``python -m research.studies.llm_route_study heldout B C RIDE``  the chosen variant, today's
+                                                        routing and offline only, held-out files (once)
+
+A variant is (``b``, ``c``, ``ride``): pairs left independent with P ≥ t − b are routed (near);
+decisions with P < t + c · (1 − t) are routed (doubtful; ``c`` "scaled" is today's b / t); with
+``ride``, a new memory that gets a call also sends its other decisions. The offline judgments come
+from ``llm_band_study.offline_judgments`` (made once per file at band 1.0, where every pair the
+accurate stage decides is near or doubtful), here cached under /tmp/judgeband/offline; on the
+training files also "out of fold" (``judge_oof.py``: the accurate stage's probabilities replaced).
+Scoring is ``memtend eval-judge``'s: candidate search, the judge, then the resolution guards.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import PrivateAttr
+
+from mem_assets.dedup import offline_judge_model as judge_model
+from mem_assets.dedup.evaluation import score
+from mem_assets.dedup.llm_judge_prompt import JudgeRequest
+from mem_assets.dedup.offline_judge_features import dated_events
+from mem_assets.dedup.pair_judge import Advance, DeepVectors, Judgment, OfflineJudge, RoutedJudge, _judge_by_newer
+from mem_assets.dedup.resolution_guards import guard_judgments
+from mem_assets.resources import build_judge
+from mem_resources.llm import ChatUsage
+from research.oracle.server import oracle_server
+from research.studies import llm_band_study as band
+
+band.CACHE = Path("/tmp/judgeband/offline")
+OOF = Path("/tmp/judgeband/oof.pkl")
+CLASSES = ("contradictory", "independent", "redundant")
+VARIANTS = [(b, c, ride) for b in (0.30, 0.45) for c in ("scaled", 0.5, 0.75, 1.0) for ride in (False, True)
+            if not (c == 1.0 and ride)]
+TODAY = (0.30, "scaled", False)
+
+
+def reach(c: float | str, b: float, t: float) -> float:
+    """The P under which a decision at threshold ``t`` is routed."""
+    return t + (b / t if c == "scaled" else float(c)) * (1 - t)
+
+
+class Routed(OfflineJudge):
+    """Stored judgments (band 1.0) narrowed to a variant."""
+
+    c: float | str = "scaled"
+    ride: bool = False
+    _stored: dict[tuple[str, str], Judgment] = PrivateAttr(default_factory=dict)
+    _bars: dict[str, float] = PrivateAttr(default_factory=dict)
+
+    def load(self, stored: dict[tuple[str, str], Judgment], bars: dict[str, float]) -> Routed:
+        self._stored, self._bars = stored, bars
+        return self
+
+    def narrowed(self, judgment: Judgment) -> Judgment:
+        b = self.review_band
+        if judgment.near is not None and judgment.near_probability < self._bars[judgment.near] - b:
+            return replace(judgment, near=None, near_probability=None)
+        if judgment.doubtful and judgment.near_probability >= reach(self.c, b, self._bars[judgment.label]):
+            return replace(judgment, doubtful=False)
+        return judgment
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        return _judge_by_newer(self, pairs)
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
+        out = []
+        for request in requests:
+            stored = [self._stored[pair] for pair in request.pairs()]
+            judged = [self.narrowed(j) for j in stored]
+            if self.ride and any(j.near is not None or j.doubtful for j in judged):
+                judged = [replace(j, doubtful=True) if s.doubtful else j for j, s in zip(judged, stored, strict=True)]
+            out.append(judged)
+        return out, ChatUsage()
+
+
+def out_of_fold(stored: dict[tuple[str, str], Judgment], probabilities: dict[tuple[str, str], list[float]],
+                bars: dict[str, float]) -> dict[tuple[str, str], Judgment]:
+    """``stored`` with each accurate-stage model judgment re-derived from out-of-fold probabilities."""
+    out = {}
+    for pair, judgment in stored.items():
+        if not (judgment.near is not None or judgment.doubtful):
+            out[pair] = judgment
+            continue
+        p = dict(zip(CLASSES, probabilities[pair], strict=True))
+        if p["redundant"] >= bars["redundant"] and p["redundant"] >= p["contradictory"]:
+            label = "redundant"
+        elif p["contradictory"] >= bars["contradictory"]:
+            label = "contradictory"
+        else:
+            label = "independent"
+        if label != "independent" and dated_events(*pair):
+            out[pair] = replace(judgment, label="independent", near=None, near_probability=None, doubtful=False,
+                                reason="two dated events (out of fold)")
+        elif label != "independent":
+            out[pair] = replace(judgment, label=label, near=None, near_probability=p[label], doubtful=True,
+                                reason=f"out of fold: P({label}) = {p[label]:.2f}")
+        else:
+            near = max(("redundant", "contradictory"), key=lambda k: p[k] - bars[k])
+            out[pair] = replace(judgment, label="independent", near=near, near_probability=p[near], doubtful=False,
+                                reason=f"out of fold: P({near}) = {p[near]:.2f}")
+    return out
+
+
+def scored(rows: list[dict], flags: list[bool], judge: Any) -> dict[str, Any]:
+    judged = [i for i, flag in enumerate(flags) if flag]
+    pairs = [(rows[i]["a"], rows[i]["b"]) for i in judged]
+    answers, usage = judge.judge_pairs(pairs)
+    judgments = guard_judgments(pairs, answers)
+    predicted = ["independent"] * len(rows)
+    for i, judgment in zip(judged, judgments, strict=True):
+        predicted[i] = judgment.label
+    result = score([row["label"] for row in rows], predicted)
+    new = len({row["b"] for row in rows})
+    return {"pairs": len(rows), "new_memories": new,
+            "redundant_p": result["classes"]["redundant"]["precision"],
+            "redundant_r": result["classes"]["redundant"]["recall"],
+            "redundant_f1": result["classes"]["redundant"]["f1"],
+            "contradictory_f1": result["classes"]["contradictory"]["f1"],
+            "wrong": result["wrong_total"]["count"], "wrong_pct": result["wrong_total"]["percent"],
+            "llm_calls": usage.calls, "calls_per_new_memory": round(usage.calls / new, 3),
+            "failures": usage.failures, "routed": sum(j.routed for j in judgments)}
+
+
+def run(split: str, variants: Sequence[tuple[float, float | str, bool]], sources: Sequence[str],
+        references: bool = True) -> list[dict[str, Any]]:
+    bars = {k: v for k, v in judge_model.load("accurate").thresholds.items() if k in ("redundant", "contradictory")}
+    oof = pickle.loads(OOF.read_bytes()) if "out of fold" in sources else {}
+    results = []
+    for name, path in band.FILES[split].items():
+        rows, flags, shipped = band.offline_judgments(name, path)
+        for source in sources:
+            stored = shipped if source == "shipped" else out_of_fold(shipped, oof[name], bars)
+            base = {"file": name, "source": source}
+            if references:
+                offline = Routed(review_band=0.0).load(stored, bars)
+                results.append({**base, "oracle": "–", "variant": "offline only",
+                                **scored(rows, flags, offline)})
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+            for oracle_name, wrong in band.ORACLES.items():
+                with oracle_server(pairs=[path], wrong=wrong, seed=band.SEED) as oracle:
+                    routed = build_judge(band._settings(band._env(oracle.base_url, 0.30, "uncertain")),
+                                         in_dagster=False)
+                    assert isinstance(routed, RoutedJudge)
+                    for b, c, ride in variants:
+                        offline = Routed(review_band=b, c=c, ride=ride).load(stored, bars)
+                        results.append({**base, "oracle": oracle_name, "variant": f"b {b}, c {c}, ride {ride}",
+                                        "b": b, "c": c, "ride": ride,
+                                        **scored(rows, flags, RoutedJudge(offline=offline, llm=routed.llm))})
+                        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return results
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| file | source | oracle | variant | redundant P / R / F1 | contradictory F1 | wrong | calls / new memory |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['file']} ({r['pairs']}) | {r['source']} | {r['oracle']} | {r['variant']} "
+                     f"| {r['redundant_p']:.3f} / {r['redundant_r']:.3f} / {r['redundant_f1']:.3f} "
+                     f"| {r['contradictory_f1']:.3f} | {r['wrong']} ({r['wrong_pct']:.2f} %) "
+                     f"| {r['calls_per_new_memory']:.3f} ({r['llm_calls']}) |")
+    return "\n".join(lines)
+
+
+def choose(results: list[dict[str, Any]]) -> list[tuple[float, float, float, str]]:
+    """The rule's ranking: eligible variants by mean redundant F1 (perfect, out of fold), then calls."""
+    by: dict[str, list[dict]] = {}
+    for r in results:
+        if r["variant"] != "offline only":
+            by.setdefault(r["variant"], []).append(r)
+    ranked = []
+    for variant, rs in by.items():
+        ok = all(r["calls_per_new_memory"] <= 0.3 and r["wrong_pct"] <= (1.0 if r["oracle"] == "perfect" else 2.0)
+                 for r in rs)
+        primary = [r for r in rs if r["source"] == "out of fold" and r["oracle"] == "perfect"]
+        wrongish = [r for r in rs if r["source"] == "out of fold" and r["oracle"] != "perfect"]
+        f1 = sum(r["redundant_f1"] for r in primary) / len(primary)
+        calls = sum(r["calls_per_new_memory"] for r in primary) / len(primary)
+        f1_wrong = sum(r["redundant_f1"] for r in wrongish) / len(wrongish)
+        ranked.append((f1, calls, f1_wrong, f"{variant}{'' if ok else ' (not eligible)'}"))
+    return sorted(ranked, key=lambda x: (-x[0], x[1]))
+
+
+def main() -> None:
+    split = sys.argv[1]
+    if split == "train":
+        results = run("train", VARIANTS, ("shipped", "out of fold"))
+    else:
+        b, c, ride = float(sys.argv[2]), sys.argv[3], sys.argv[4] == "on"
+        chosen = (b, c if c == "scaled" else float(c), ride)
+        results = run("heldout", [chosen] if chosen == TODAY else [chosen, TODAY], ("shipped",))
+    Path(f"/tmp/judgeband/route_{split}.json").write_text(json.dumps(results, indent=1))
+    print(table(results))
+    if split == "train":
+        for row in choose(results):
+            print(row)
+
+
+if __name__ == "__main__":
+    main()
