@@ -96,7 +96,9 @@ def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
     """Offline; with ``MEMTEND_LLM=openai`` the offline judge routing its uncertain pairs to the
     LLM, or (``MEMTEND_LLM_ROUTE=all``) the LLM alone."""
     offline = OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate,
-                           models_dir=str(settings.models_dir), review_band=settings.review_band)
+                           models_dir=str(settings.models_dir), review_band=settings.review_band,
+                           confirm_merges=settings.llm_confirm_merges,
+                           confirm_supersedes=settings.llm_confirm_supersedes)
     if settings.llm != "openai":
         return offline
     llm = OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,

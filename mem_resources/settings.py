@@ -23,6 +23,12 @@ DEFAULT_WAIT_S = 3600.0
 #: configured, and to the review queue when none settled them (judge-v13's thresholds are 0.88
 #: redundant, 0.64 contradictory: 0.15 takes P(redundant) >= 0.73, P(contradictory) >= 0.49).
 DEFAULT_REVIEW_BAND = 0.30
+#: With an LLM configured, the offline judge's redundant (merges) or contradictory (supersedes)
+#: decisions with P under t + reach × (1 − t) (a share of the room above the label's threshold t)
+#: go to it for confirmation: merges up to P 0.964, supersedes up to 0.81 (judge-v13's thresholds
+#: 0.88 / 0.64). Chosen with an oracle on the training files (research/studies/llm_route_rule.md).
+DEFAULT_CONFIRM_MERGES = 0.70
+DEFAULT_CONFIRM_SUPERSEDES = 0.47
 
 #: Topic placement's uncertain band: with an LLM configured, a memory offline placement put in an
 #: existing topic by a cosine margin under this over the best topic of another theme (or left
@@ -135,9 +141,16 @@ class Settings(BaseSettings):
     review_band: float = Field(
         default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_REVIEW_BAND"),
         description="The uncertain band: pairs the offline judge left independent with P(redundant) or "
-                    "P(contradictory) >= threshold - band, and those it decided under threshold + "
-                    "band * (1 - threshold) / threshold, go to the LLM (MEMTEND_LLM_ROUTE=uncertain); the "
-                    "independent ones still undecided go to the review queue (`memtend review`); 0: none.")
+                    "P(contradictory) >= threshold - band go to the LLM (MEMTEND_LLM_ROUTE=uncertain); "
+                    "those still undecided go to the review queue (`memtend review`); 0: none.")
+    llm_confirm_merges: float = Field(
+        default=DEFAULT_CONFIRM_MERGES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_CONFIRM_MERGES"),
+        description="With MEMTEND_LLM_ROUTE=uncertain: the offline judge's redundant decisions with "
+                    "P < threshold + this * (1 - threshold) go to the LLM for confirmation (it may confirm "
+                    "them or settle them independent); 1: every one; 0: none.")
+    llm_confirm_supersedes: float = Field(
+        default=DEFAULT_CONFIRM_SUPERSEDES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_CONFIRM_SUPERSEDES"),
+        description="The same for the offline judge's contradictory decisions (supersedes).")
     llm_route: LLMRoute = Field(
         default="uncertain", validation_alias=_env("MEMTEND_LLM_ROUTE"),
         description="With MEMTEND_LLM=openai: uncertain: the offline judge decides every pair and only "

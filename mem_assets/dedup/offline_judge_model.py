@@ -156,17 +156,18 @@ class JudgeModel:
             near.append(max(close)[1:] if close else None)
         return near
 
-    def doubts(self, decided: Sequence[tuple[Label, float]], band: float,
+    def doubts(self, decided: Sequence[tuple[Label, float]], reach: Mapping[str, float],
                chinese: np.ndarray | None = None) -> list[bool]:
-        """Per ``decide``d row: a redundant or contradictory decision within the uncertain band
-        above its threshold (an LLM may confirm it or settle it independent). Above a threshold t
-        the band is the same share of the room left (1 - t) as ``band`` is of the room below (t):
-        ``band * (1 - t) / t`` — at 0.88, a band of 0.30 reaches 0.92; ``band`` 0 finds none."""
+        """Per ``decide``d row: a redundant or contradictory decision the model is not sure enough
+        of to act on alone when an LLM can confirm it: P under t + ``reach[label]`` × (1 − t), a
+        share of the room above its threshold t (the LLM may confirm it or settle it
+        independent). A reach of 1: every decision of that label; 0 (or none given): none."""
         bars = redundant_thresholds(self.thresholds, np.zeros(len(decided), bool) if chinese is None else chinese)
         out = []
         for (label, p), bar in zip(decided, bars, strict=True):
             t = float(bar) if label == "redundant" else self.thresholds["contradictory"]
-            out.append(band > 0 and label != "independent" and p < t + band * (1 - t) / t)
+            share = reach.get(label, 0.0) if label != "independent" else 0.0
+            out.append(share > 0 and (share >= 1 or p < t + share * (1 - t)))
         return out
 
     def decide(self, probabilities: np.ndarray, chinese: np.ndarray | None = None) -> list[tuple[Label, float]]:
@@ -347,14 +348,15 @@ def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.nd
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             features_of: PairFeaturizer | None = None, gate: Gate | None = None,
-            band: float = 0.0) -> list[Decision]:
+            band: float = 0.0, reach: Mapping[str, float] | None = None) -> list[Decision]:
     """Label (older, newer) text pairs with the shipped model.
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
     ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: the pairs
     it is sure of (``Gate.answers``) are answered without the model's deep features (their texts
     are not embedded for them); the others record what the gate's model alone would have said. ``band``: a pair the model leaves independent within this of a threshold is marked
-    ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent; a
-    redundant or contradictory decision within it above its threshold is ``doubtful``."""
+    ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent.
+    ``reach``: by label, the share of the room above its threshold within which a decision of the
+    model is ``doubtful`` (``JudgeModel.doubts``); None: none is."""
     model = model or load()
     decided: list[Decision | None] = [
         Decision("redundant", 1.0, stage="exact") if normalize_text(a) == normalize_text(b) else None
@@ -388,7 +390,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             near = model.near_misses(probabilities, band, chinese)
             stage: CascadeStage = "accurate" if model.deep else "fast"
             decisions = model.decide(probabilities, chinese)
-            doubts = model.doubts(decisions, band, chinese)
+            doubts = model.doubts(decisions, reach or {}, chinese)
             for k, (i, (label, p)) in enumerate(zip(opened, decisions, strict=True)):
                 fast = fast_labels[i]
                 dated = (label != "independent" or fast not in (None, "independent")) and dated_events(*rest[i])

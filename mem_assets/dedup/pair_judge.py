@@ -40,7 +40,12 @@ from mem_assets.dedup.relations import CascadeStage, Label, ModelKind, Stage
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
-from mem_resources.settings import DEFAULT_MODELS_DIR, DEFAULT_REVIEW_BAND
+from mem_resources.settings import (
+    DEFAULT_CONFIRM_MERGES,
+    DEFAULT_CONFIRM_SUPERSEDES,
+    DEFAULT_MODELS_DIR,
+    DEFAULT_REVIEW_BAND,
+)
 from mem_resources.text import unsupported_words
 
 if TYPE_CHECKING:
@@ -55,8 +60,9 @@ class Judgment:
     ``gated``: answered independent by a cheaper model's gate, without the judge's own features.
     ``near``: an independent pair the judge was unsure of — the label whose probability
     ``near_probability`` fell within the review band below its threshold (the review queue's).
-    ``doubtful``: a redundant or contradictory decision within the band above its threshold,
-    with the label's probability ``near_probability``.
+    ``doubtful``: a redundant or contradictory decision short of the confirmation reach above its
+    threshold (``JudgeModel.doubts``), for an LLM to confirm, with the label's probability
+    ``near_probability``.
     ``stage``: who decided the label; ``routed``: the pair was sent to the LLM (``RoutedJudge``);
     ``over_budget``: deferred because the run's LLM budget was spent. ``cascade``: which stage of
     the offline judge's cascade answered (None: not the offline judge); ``fast_label``: for a pair
@@ -194,6 +200,12 @@ class OfflineJudge(JudgeResource):
     """Pairs left independent whose P(redundant) or P(contradictory) is at least its threshold
     minus this are queued for review (``MEMTEND_REVIEW_BAND``); labels do not change. Not part
     of the fingerprint: a new band applies to pairs judged from then on."""
+    confirm_merges: float = Field(default=DEFAULT_CONFIRM_MERGES, ge=0.0, le=1.0)
+    """Redundant decisions with P under t + this × (1 − t) (a share of the room above the
+    threshold t; 1: every one) are marked ``doubtful``: with an LLM configured they go to it for
+    confirmation (``MEMTEND_LLM_CONFIRM_MERGES``). Not part of the fingerprint either."""
+    confirm_supersedes: float = Field(default=DEFAULT_CONFIRM_SUPERSEDES, ge=0.0, le=1.0)
+    """The same for contradictory decisions (``MEMTEND_LLM_CONFIRM_SUPERSEDES``)."""
 
     def _gate(self) -> Gate | None:
         from mem_assets.dedup import offline_judge_model as judge_model
@@ -240,7 +252,9 @@ class OfflineJudge(JudgeResource):
                                         Path(self.models_dir), tuple(model.cross_encoders))
         results = []
         for pairs in batches:
-            decided = judge_model.predict(pairs, model, shared, gate, self.review_band)
+            decided = judge_model.predict(pairs, model, shared, gate, self.review_band,
+                                          {"redundant": self.confirm_merges,
+                                           "contradictory": self.confirm_supersedes})
             results.append([Judgment(d.label, d.reason, gated=d.gated is not None, near=d.near,
                                      near_probability=d.probability if d.doubtful else d.near_probability,
                                      doubtful=d.doubtful, cascade=d.stage, fast_label=d.fast_label)
@@ -408,7 +422,7 @@ def weigh(offline: Judgment, answer: Judgment) -> Judgment:
     Left independent near a threshold (``offline.near``): the LLM may settle it as independent
     or confirm the label the offline judge nearly gave; another label (a contradiction where the
     offline evidence was for a repeat, or the other way round) is not applied: the pair stays
-    apart and queued for review. Decided within the band above its threshold
+    apart and queued for review. Decided short of the confirmation reach above its threshold
     (``offline.doubtful``): the LLM may confirm the decision or settle the pair independent; any
     other answer leaves it apart too — two judges disagreeing merge nothing. An answer that never
     came (failure, deadline, budget) leaves the pair apart (independent, not cached) for the
@@ -434,8 +448,9 @@ def weigh(offline: Judgment, answer: Judgment) -> Judgment:
 class RoutedJudge(JudgeResource):
     """The offline judge decides every pair; only the pairs it is unsure of — left independent
     within the band below a threshold (``Judgment.near``, ``MEMTEND_REVIEW_BAND``) or decided
-    within it above (``Judgment.doubtful``) — go to the LLM, one call per new memory with just
-    those candidates, and its answer is ``weigh``ed against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
+    short of the confirmation reach above it (``Judgment.doubtful``, ``MEMTEND_LLM_CONFIRM_*``) — go
+    to the LLM, one call per new memory with just those candidates, and its answer is ``weigh``ed
+    against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
     all cached, makes no call. Fusing is the LLM's (as ``OpenAIJudge``)."""
 
     offline: OfflineJudge

@@ -114,7 +114,8 @@ def offline_judgments(name: str, path: Path) -> tuple[list[dict], list[bool], di
     embedder = build_embedder(settings, in_dagster=False)
     flags = _candidate_flags(rows, embedder, default_threshold(embedder), 5)
     offline = OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate,
-                           models_dir=str(settings.models_dir), review_band=WIDEST)
+                           models_dir=str(settings.models_dir), review_band=WIDEST,
+                           confirm_merges=1.0, confirm_supersedes=1.0)
     pairs = list(dict.fromkeys((r["a"], r["b"]) for r, flag in zip(rows, flags, strict=True) if flag))
     started = time.monotonic()
     judged, _ = offline.judge_pairs(pairs)

@@ -1,11 +1,13 @@
 """Study: which of the offline judge's pairs the LLM should see (rule: llm_route_rule.md).
 
-``python -m research.studies.llm_route_study train``    every variant, training files, both sources
-``python -m research.studies.llm_route_study heldout B C RIDE``  the chosen variant, today's
+``python -m research.studies.llm_route_study train [1]``  every variant of round 2 (1: round 1), training
+                                                        files, both sources
+``python -m research.studies.llm_route_study heldout B CR CC on|off``  the chosen variant, today's
                                                         routing and offline only, held-out files (once)
 
 A variant is (``b``, ``c``, ``ride``): pairs left independent with P ≥ t − b are routed (near);
-decisions with P < t + c · (1 − t) are routed (doubtful; ``c`` "scaled" is today's b / t); with
+decisions with P < t + c · (1 − t) are routed (doubtful; ``c`` "scaled" is today's b / t; round 2
+has one ``c`` for redundant decisions and one for contradictory ones); with
 ``ride``, a new memory that gets a call also sends its other decisions. The offline judgments come
 from ``llm_band_study.offline_judgments`` (made once per file at band 1.0, where every pair the
 accurate stage decides is near or doubtful), here cached under /tmp/judgeband/offline; on the
@@ -39,9 +41,12 @@ from research.studies import llm_band_study as band
 band.CACHE = Path("/tmp/judgeband/offline")
 OOF = Path("/tmp/judgeband/oof.pkl")
 CLASSES = ("contradictory", "independent", "redundant")
-VARIANTS = [(b, c, ride) for b in (0.30, 0.45) for c in ("scaled", 0.5, 0.75, 1.0) for ride in (False, True)
-            if not (c == 1.0 and ride)]
-TODAY = (0.30, "scaled", False)
+ROUND_1 = [(b, c, c, ride) for b in (0.30, 0.45) for c in ("scaled", 0.5, 0.75, 1.0) for ride in (False, True)
+           if not (c == 1.0 and ride)]
+VARIANTS = [(b, red, con, ride) for b in (0.25, 0.30) for red in (0.70, 0.75, 0.85) for con in (0.47, 0.75)
+            for ride in (False, True)]
+"""Round 2 (llm_route_rule.md): (b, c for redundant decisions, c for contradictory ones, ride)."""
+TODAY = (0.30, "scaled", "scaled", False)
 
 
 def reach(c: float | str, b: float, t: float) -> float:
@@ -52,7 +57,9 @@ def reach(c: float | str, b: float, t: float) -> float:
 class Routed(OfflineJudge):
     """Stored judgments (band 1.0) narrowed to a variant."""
 
-    c: float | str = "scaled"
+    c_redundant: str = "scaled"
+    """"scaled" or a float's text (Dagster config takes no union)."""
+    c_contradictory: str = "scaled"
     ride: bool = False
     _stored: dict[tuple[str, str], Judgment] = PrivateAttr(default_factory=dict)
     _bars: dict[str, float] = PrivateAttr(default_factory=dict)
@@ -65,7 +72,8 @@ class Routed(OfflineJudge):
         b = self.review_band
         if judgment.near is not None and judgment.near_probability < self._bars[judgment.near] - b:
             return replace(judgment, near=None, near_probability=None)
-        if judgment.doubtful and judgment.near_probability >= reach(self.c, b, self._bars[judgment.label]):
+        c = self.c_redundant if judgment.label == "redundant" else self.c_contradictory
+        if judgment.doubtful and judgment.near_probability >= reach(c, b, self._bars[judgment.label]):
             return replace(judgment, doubtful=False)
         return judgment
 
@@ -132,7 +140,7 @@ def scored(rows: list[dict], flags: list[bool], judge: Any) -> dict[str, Any]:
             "failures": usage.failures, "routed": sum(j.routed for j in judgments)}
 
 
-def run(split: str, variants: Sequence[tuple[float, float | str, bool]], sources: Sequence[str],
+def run(split: str, variants: Sequence[tuple[float, float | str, float | str, bool]], sources: Sequence[str],
         references: bool = True) -> list[dict[str, Any]]:
     bars = {k: v for k, v in judge_model.load("accurate").thresholds.items() if k in ("redundant", "contradictory")}
     oof = pickle.loads(OOF.read_bytes()) if "out of fold" in sources else {}
@@ -152,10 +160,12 @@ def run(split: str, variants: Sequence[tuple[float, float | str, bool]], sources
                     routed = build_judge(band._settings(band._env(oracle.base_url, 0.30, "uncertain")),
                                          in_dagster=False)
                     assert isinstance(routed, RoutedJudge)
-                    for b, c, ride in variants:
-                        offline = Routed(review_band=b, c=c, ride=ride).load(stored, bars)
-                        results.append({**base, "oracle": oracle_name, "variant": f"b {b}, c {c}, ride {ride}",
-                                        "b": b, "c": c, "ride": ride,
+                    for b, red, con, ride in variants:
+                        offline = Routed(review_band=b, c_redundant=str(red), c_contradictory=str(con),
+                                         ride=ride).load(stored, bars)
+                        results.append({**base, "oracle": oracle_name,
+                                        "variant": f"b {b}, c {red} / {con}, ride {'on' if ride else 'off'}",
+                                        "b": b, "c_redundant": red, "c_contradictory": con, "ride": ride,
                                         **scored(rows, flags, RoutedJudge(offline=offline, llm=routed.llm))})
                         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     return results
@@ -194,10 +204,11 @@ def choose(results: list[dict[str, Any]]) -> list[tuple[float, float, float, str
 def main() -> None:
     split = sys.argv[1]
     if split == "train":
-        results = run("train", VARIANTS, ("shipped", "out of fold"))
+        results = run("train", ROUND_1 if sys.argv[2:] == ["1"] else VARIANTS, ("shipped", "out of fold"))
     else:
-        b, c, ride = float(sys.argv[2]), sys.argv[3], sys.argv[4] == "on"
-        chosen = (b, c if c == "scaled" else float(c), ride)
+        b, ride = float(sys.argv[2]), sys.argv[5] == "on"
+        red, con = (c if c == "scaled" else float(c) for c in sys.argv[3:5])
+        chosen = (b, red, con, ride)
         results = run("heldout", [chosen] if chosen == TODAY else [chosen, TODAY], ("shipped",))
     Path(f"/tmp/judgeband/route_{split}.json").write_text(json.dumps(results, indent=1))
     print(table(results))

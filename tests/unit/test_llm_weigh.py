@@ -1,5 +1,5 @@
 """What an LLM's answer may do to a pair the offline judge was unsure of (``weigh``), and which
-offline decisions are doubtful (``JudgeModel.doubts``)."""
+offline decisions go to it for confirmation (``JudgeModel.doubts``)."""
 
 from __future__ import annotations
 
@@ -38,18 +38,21 @@ def test_an_answer_that_never_came_leaves_the_pair_apart(offline, flags):
     assert all(getattr(weighed, flag) for flag in flags)  # not cached: the next run asks again
 
 
-def test_doubtful_decisions_are_those_just_above_their_threshold():
+def test_doubtful_decisions_are_those_short_of_the_confirmation_reach():
     model = judge_model.load()
     red, con = model.thresholds["redundant"], model.thresholds["contradictory"]
-    band = 0.15
+    reach = {"redundant": 0.75, "contradictory": 0.47}
     decided = [("redundant", red + 0.001), ("redundant", 1.0), ("contradictory", con + 0.01),
                ("contradictory", 1.0), ("independent", 0.9)]
-    doubts = model.doubts(decided, band)
-    assert doubts == [True, False, True, False, False]
-    assert model.doubts(decided, 0.0) == [False] * len(decided)
-    # The band above is the same share of the room above the threshold as the band is of the room below.
-    assert model.doubts([("redundant", red + band * (1 - red) / red - 1e-6),
-                         ("redundant", red + band * (1 - red) / red + 1e-6)], band) == [True, False]
+    assert model.doubts(decided, reach) == [True, False, True, False, False]
+    assert model.doubts(decided, {}) == [False] * len(decided)
+    # Each label's reach is its own share of the room above its threshold.
+    at = {"redundant": red + 0.75 * (1 - red), "contradictory": con + 0.47 * (1 - con)}
+    assert model.doubts([("redundant", at["redundant"] - 1e-6), ("redundant", at["redundant"] + 1e-6),
+                         ("contradictory", at["contradictory"] - 1e-6),
+                         ("contradictory", at["contradictory"] + 1e-6)], reach) == [True, False, True, False]
+    # A reach of 1 sends every decision of that label, however sure; 0 none.
+    assert model.doubts(decided, {"redundant": 1.0, "contradictory": 0.0}) == [True, True, False, False, False]
 
 
 def test_predict_marks_near_misses_and_doubtful_decisions_apart():
@@ -59,4 +62,4 @@ def test_predict_marks_near_misses_and_doubtful_decisions_apart():
     row = np.zeros((1, 3))
     row[0, index["redundant"]], row[0, index["contradictory"]], row[0, index["independent"]] = probabilities[0]
     assert model.near_misses(row, 0.15) == [("redundant", 0.80)]
-    assert model.doubts(model.decide(row), 0.15) == [False]
+    assert model.doubts(model.decide(row), {"redundant": 1.0, "contradictory": 1.0}) == [False]
