@@ -191,3 +191,78 @@ def test_the_token_budget_stops_new_calls_once_spent():
     assert calls == usage.calls == 2 and usage.prompt_tokens + usage.completion_tokens == 240
     assert not any(r[0].deferred or r[0].failed for r in results[:2])  # answered (the offline veto may overrule)
     assert all(r[0].over_budget and r[0].deferred and r[0].label == "independent" for r in results[2:])
+
+
+#: A repeat the offline judge is sure of (P(redundant) 0.996: past the default merge reach, P 0.964;
+#: each text carries the other's words, so it merges into one of them) and a move it is sure of
+#: (P(contradictory) 0.996).
+SURE = ["Every morning the user drinks green tea.", "The user lives in Berlin.",
+        "The user drinks green tea every morning.", "The user now lives in Paris."]
+
+
+def _independent(body: dict[str, Any]) -> tuple[int, Any]:
+    """Judges every candidate independent; fuses by refusing (a carrying source is kept)."""
+    data = json.loads(body["messages"][1]["content"])
+    if "new_memory" not in data:
+        return 200, chat_answer(json.dumps({"reason": "keep both", "reconcilable": False, "merged": None}))
+    return 200, chat_answer(json.dumps({"judgments": [
+        {"id": c["id"], "reason": "different", "relation": "independent"} for c in data["candidates"]]}))
+
+
+def test_sure_decisions_past_the_default_reach_never_reach_the_llm(neo4j, instance, tenant):
+    ids = write_items(neo4j, tenant, SURE)
+    with fake_openai_server() as server:
+        server.chat = _independent
+        result = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(offline=OfflineJudge(), llm=_llm(server.base_url)))
+        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+    assert asked == [] and metadata(result, "relation_judgments")["llm_calls"] == 0
+    graph = nodes(neo4j, tenant)
+    assert graph[ids[0]]["status"] == "archived" or graph[ids[2]]["status"] == "archived"  # merged offline
+    assert graph[ids[1]]["status"] == "archived" and graph[ids[3]]["status"] == "activated"  # superseded
+
+
+def test_a_merge_within_the_reach_goes_to_the_llm_which_may_keep_it_apart(neo4j, instance, tenant):
+    """``confirm_merges`` 1: every offline merge is confirmed first (supersedes 0: none is); the
+    LLM's "independent" keeps the repeat apart; the rerun asks nothing."""
+    ids = write_items(neo4j, tenant, SURE)
+
+    def judge(url: str) -> RoutedJudge:
+        return RoutedJudge(offline=OfflineJudge(review_band=0.0, confirm_merges=1.0, confirm_supersedes=0.0),
+                           llm=_llm(url))
+
+    with fake_openai_server() as server:
+        server.chat = _independent
+        result = run_dedup(neo4j, tenant, instance, judge=judge(server.base_url))
+        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        before = len(server.chat_calls())
+        again = run_dedup(neo4j, tenant, instance, judge=judge(server.base_url))
+        calls_again = len(server.chat_calls()) - before
+
+    # One call, for the newer of the repeat, carrying just that candidate: not the move.
+    assert asked == [(SURE[2], frozenset({SURE[0]}))]
+    judged = result.output_for_node("relation_judgments")
+    routed = judged[judged["routed"]]
+    assert len(routed) == 1 and routed.iloc[0]["label"] == "independent" and routed.iloc[0]["stage"] == "llm"
+    assert set(judged.loc[~judged["routed"], "stage"]) == {"offline"}
+    meta = metadata(result, "relation_judgments")
+    assert meta["llm_calls"] == 1 and meta["pairs_routed_to_llm"] == 1 and meta["llm_changed"] == 1
+    graph = nodes(neo4j, tenant)
+    assert graph[ids[0]]["status"] == graph[ids[2]]["status"] == "activated"  # kept apart
+    assert graph[ids[1]]["status"] == "archived" and graph[ids[3]]["status"] == "activated"  # decided offline
+    assert calls_again == 0 and metadata(again, "relation_judgments")["llm_calls"] == 0
+
+
+def test_the_confirmation_reach_is_read_from_the_settings(monkeypatch: pytest.MonkeyPatch):
+    from mem_assets.resources import build_judge
+
+    monkeypatch.setenv("MEMTEND_LLM", "openai")
+    for name in ("MEMTEND_LLM_CONFIRM_MERGES", "MEMTEND_LLM_CONFIRM_SUPERSEDES", "MEMTEND_LLM_ROUTE"):
+        monkeypatch.delenv(name, raising=False)
+    routed = build_judge(Settings(), in_dagster=False)
+    assert isinstance(routed, RoutedJudge)
+    assert (routed.offline.confirm_merges, routed.offline.confirm_supersedes) == (0.70, 0.47)
+    monkeypatch.setenv("MEMTEND_LLM_CONFIRM_MERGES", "1")
+    monkeypatch.setenv("MEMTEND_LLM_CONFIRM_SUPERSEDES", "0")
+    routed = build_judge(Settings(), in_dagster=False)
+    assert isinstance(routed, RoutedJudge)
+    assert (routed.offline.confirm_merges, routed.offline.confirm_supersedes) == (1.0, 0.0)
