@@ -108,9 +108,11 @@ def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
 
 
 def build_summarizer(settings: Settings) -> SummarizerResource:
-    """Topic summaries by the chat model with ``MEMTEND_LLM=openai``, else extractive (offline)."""
+    """Topic summaries by the chat model with ``MEMTEND_LLM=openai``, under the same per-run
+    limits as the judge and placement (counted apart), else extractive (offline)."""
     if settings.llm == "openai":
-        return LLMSummarizer(chat=build_chat(settings))
+        return LLMSummarizer(chat=build_chat(settings), max_calls_per_run=settings.llm_max_calls_per_run,
+                             max_tokens_per_run=settings.llm_max_tokens_per_run)
     return ExtractiveSummarizer()
 
 

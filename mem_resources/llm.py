@@ -87,6 +87,12 @@ class CallBudget:
             self.spent_calls += usage.calls
             self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
 
+    def left(self, prefix: str) -> dict[str, int | str]:
+        """``<prefix>_calls_left`` / ``<prefix>_tokens_left`` for run metadata ("no limit": 0)."""
+        with self.lock:
+            return {f"{prefix}_calls_left": max(self.calls - self.spent_calls, 0) if self.calls else "no limit",
+                    f"{prefix}_tokens_left": max(self.tokens - self.spent_tokens, 0) if self.tokens else "no limit"}
+
 
 class CallFailed(Exception):
     def __init__(self, kind: FailureKind, detail: str) -> None:

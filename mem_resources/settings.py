@@ -34,6 +34,8 @@ DEFAULT_CONFIRM_SUPERSEDES = 0.47
 #: existing topic by a cosine margin under this over the best topic of another theme (or left
 #: unplaced) is placed by the LLM. Provisional: not yet chosen on the tuning splits.
 DEFAULT_TOPIC_LLM_BAND = 0.30
+DEFAULT_TOPIC_LLM_SIBLING = 0.0
+DEFAULT_TOPIC_LLM_FLOOR = 0.0
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"

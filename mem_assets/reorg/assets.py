@@ -7,7 +7,7 @@ from pydantic import Field
 from mem_assets.reorg.cascade import CLEAR
 from mem_assets.reorg.llm_placement import TopicPlacerResource
 from mem_assets.reorg.placement_plan import CHANGED, RETIRE, ROUTE, SET_ASIDE, TOPIC, KeptCounts, plan_table
-from mem_assets.reorg.queries import topic_sizes
+from mem_assets.reorg.queries import owed_summary_count, topic_sizes
 from mem_assets.reorg.summarizers import SummarizerResource
 from mem_assets.reorg.topic_vectors import TopicVectorsResource
 from mem_assets.reorg.topic_writer import (
@@ -142,18 +142,22 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
                     embedder: EmbedderResource, summarizer: SummarizerResource,
                     reorg_candidates: pd.DataFrame, memory_clusters: pd.DataFrame) -> pd.DataFrame:
     """Topics written as planned: new ones created, grown ones updated (summaries refreshed past
-    the refresh fraction, the old one kept in history), retired ones archived with lineage."""
+    the refresh fraction, the old one kept in history), retired ones archived with lineage. An
+    LLM summarizer spends the run's budget; topics beyond it keep the offline summary and are
+    named by the next run with budget (``summaries_owed_left``)."""
     started = model_passes.snapshot()
+    budget = summarizer.run_budget()
     writer = TopicWriter(tenant_of(context), neo4j, embedder, summarizer, context.log,
-                         sink=context.log.info)
+                         sink=context.log.info, budget=budget)
     outcome = writer.run(memory_clusters, reorg_candidates, config.time_budget_s)
     frame = outcome.frame()
     with neo4j.session() as session:
         sizes = session.execute_read(topic_sizes, tenant_of(context))
+        owed = session.execute_read(owed_summary_count, tenant_of(context)) if budget is not None else 0
     largest = (frame.assign(change=(frame["members"] - frame["members_before"]).abs())
                .sort_values(["change", "id"], ascending=[False, True]))
     context.add_output_metadata({
-        **change_marker(context, outcome.created + outcome.grown + outcome.retired > 0),
+        **change_marker(context, outcome.created + outcome.grown + outcome.retired + outcome.summaries_owed_named > 0),
         "topics_created": outcome.created,
         "topics_grown": outcome.grown,
         "topics_promoted": outcome.promoted,
@@ -168,6 +172,10 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
         "llm_prompt_tokens": outcome.usage.prompt_tokens,
         "llm_completion_tokens": outcome.usage.completion_tokens,
         "llm_fallbacks_to_offline": outcome.llm_fallbacks,
+        "summaries_over_budget": outcome.summaries_over_budget,
+        "summaries_owed_named": outcome.summaries_owed_named,
+        "summaries_owed_left": owed,
+        **(budget.left("llm_summary") if budget is not None else {}),
         "summaries_kept_unchanged_membership": outcome.summaries_kept,
         **model_passes.metadata(started),
         "member_count_histogram": count_table(histogram_rows(sizes), "topics"),

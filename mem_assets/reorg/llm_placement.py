@@ -7,7 +7,8 @@ its nearest existing level-1 topics (name, summary and a few member texts) and c
 or "new" (none fits: the memory stays unplaced, reason ``llm_no_topic``, and waits for a group of
 its own). Everything else keeps its offline placement, and so does an uncertain memory whose answer
 is missing, unreadable, names a topic not offered, or lands on a full topic, or that is over the
-run's LLM budget. Only topics that existed before the run are offered: they have names; topics made
+run's LLM budget; such a memory left unplaced is marked ``llm_undecided`` (deferred by the writer:
+the next run asks again), so work the budget or a failure left is taken up by the next run. Only topics that existed before the run are offered: they have names; topics made
 this run are named after planning.
 
 One call covers up to ``batch_size`` uncertain memories of one memory type and language; its user
@@ -34,10 +35,13 @@ from pydantic import BaseModel, Field, model_validator
 from mem_assets.reorg.placement import CyclePlan, SetAside, Topic, memories_below
 from mem_resources.embedder import normalize_rows
 from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
-from mem_resources.settings import DEFAULT_TOPIC_LLM_BAND
+from mem_resources.settings import DEFAULT_TOPIC_LLM_BAND, DEFAULT_TOPIC_LLM_FLOOR, DEFAULT_TOPIC_LLM_SIBLING
 
 NEW = "new"
 LLM_NO_TOPIC = "llm_no_topic"
+#: An unplaced memory the model did not decide (over the budget, a failed or refused answer): the
+#: writer marks it deferred, so the next run plans its memory type again and asks once more.
+LLM_UNDECIDED = "llm_undecided"
 UNPLACED, CLOSE_CALL = "unplaced", "close_call"
 
 PLACEMENT_SYSTEM = (
@@ -117,12 +121,16 @@ class Offer:
 
 
 def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
-                     texts: Sequence[str], band: float, k: int, max_members: int) -> list[Offer]:
+                     texts: Sequence[str], band: float, k: int, max_members: int,
+                     sibling: float = 0.0, floor: float = 0.0, off_nearest: bool = False) -> list[Offer]:
     """The memories of ``ids`` (one language's pool, ``vectors`` in its topic space) that ``plan``
-    left unplaced here, or put in a topic of ``before`` by a margin under ``band``, each with its
-    ``k`` nearest topics of ``before`` still level 1 and not full (its own always among them).
-    Cosines are taken in the cycle's topic space (its language's mean subtracted), to the topics as
-    they stood before the run, as the offline offer saw them."""
+    left unplaced here, or put in a topic of ``before`` by a margin under ``band`` over the best
+    topic of another theme, by a margin under ``sibling`` over the best other topic (its own
+    theme's included), or at a cosine under ``floor``, or (``off_nearest``) in a topic that is not
+    its nearest; each with its ``k`` nearest topics of ``before`` still level 1 and not full (its
+    own always among them). Cosines are taken in the
+    cycle's topic space (its language's mean subtracted), to the topics as they stood before the
+    run, as the offline offer saw them."""
     leaves = sorted(tid for tid, t in before.items()
                     if t.level == 1 and tid in plan.topics and plan.topics[tid].level == 1)
     if not leaves or not len(ids) or k < 1:
@@ -147,15 +155,29 @@ def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence
         best = int(order[0])
         others = sims[row][roots != roots[best]]
         margin = float(sims[row][best] - (others.max() if len(others) else -1.0))
-        if why == CLOSE_CALL and (leaves[best] != where or margin >= band):
+        if why == CLOSE_CALL and leaves[best] != where and not off_nearest:
+            continue
+        if why == CLOSE_CALL and leaves[best] == where and not _doubtful(sims[row], order, margin, band,
+                                                                         sibling, floor):
             continue
         chosen = [int(i) for i in order
                   if leaves[int(i)] == where or plan.topics[leaves[int(i)]].member_count < max_members][:k]
         if where is not None and leaves.index(where) not in chosen:
-            continue
+            if leaves[best] == where or not off_nearest:
+                continue
+            chosen = [*chosen[:k - 1], leaves.index(where)]
         offers.append(Offer(mid, texts[row], tuple(leaves[i] for i in chosen),
                             tuple(round(float(sims[row][i]), 4) for i in chosen), where, why, round(margin, 4)))
     return offers
+
+
+def _doubtful(sims: np.ndarray, order: np.ndarray, margin: float, band: float, sibling: float,
+              floor: float) -> bool:
+    """Whether a memory placed in its nearest topic (``order[0]``) is asked about: by the theme
+    ``margin``, the margin over the runner-up topic of any theme, or its cosine to its topic."""
+    best = float(sims[order[0]])
+    runner_up = float(sims[order[1]]) if len(order) > 1 else -1.0
+    return margin < band or best - runner_up < sibling or best < floor
 
 
 def _root(topics: Mapping[str, Topic], tid: str) -> str:
@@ -262,6 +284,9 @@ class PlacementAdvisor:
     chat: OpenAIChatResource
     budget: CallBudget
     band: float = DEFAULT_TOPIC_LLM_BAND
+    sibling: float = DEFAULT_TOPIC_LLM_SIBLING
+    floor: float = DEFAULT_TOPIC_LLM_FLOOR
+    off_nearest: bool = False
     topics: int = 5
     batch_size: int = 8
     examples: int = 3
@@ -272,19 +297,27 @@ class PlacementAdvisor:
     refused: int = 0
     failed: int = 0
     over_budget: int = 0
+    undecided: int = 0
     changed: int = 0
     full: int = 0
 
     def revise(self, before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
                texts: Sequence[str], max_members: int, refresh_fraction: float, describe: Describe) -> None:
         """Ask about ``plan``'s uncertain memories among ``ids`` and apply the usable answers."""
-        offers = uncertain_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members)
+        offers = uncertain_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members,
+                                  self.sibling, self.floor, self.off_nearest)
         if not offers:
             return
         choices = self.decide(offers, describe)
         revision = apply_choices(before, plan, offers, choices, ids, vectors, max_members, refresh_fraction)
         self.changed += revision.changed
         self.full += revision.full
+        for offer in offers:
+            aside = plan.set_aside.get(offer.memory)
+            if offer.memory not in choices and aside is not None:
+                plan.set_aside[offer.memory] = SetAside(LLM_UNDECIDED, aside.nearest_topic, aside.similarity,
+                                                        aside.group_size)
+                self.undecided += 1
 
     def decide(self, offers: Sequence[Offer], describe: Describe) -> dict[str, str]:
         """Each offered memory's choice (a topic id offered to it in its call, or ``NEW``); a memory
@@ -347,6 +380,7 @@ class PlacementAdvisor:
             "llm_placement_refused": self.refused + self.full,
             "llm_placement_failed": self.failed,
             "llm_placement_over_budget": self.over_budget,
+            "llm_placement_deferred": self.undecided,
             "llm_placement_calls_left": max(calls - self.usage.calls, 0) if calls else "no limit",
             "llm_placement_tokens_left": (max(tokens - self.usage.prompt_tokens - self.usage.completion_tokens, 0)
                                           if tokens else "no limit"),

@@ -590,3 +590,46 @@ def topic_children(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> d
         tenant=tenant, ids=list(ids),
     )
     return {record["id"]: {"key": record["key"], "children": list(record["children"])} for record in result}
+
+
+def owed_summaries(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
+    """Activated topics written with an offline summary in place of the LLM's (over the run's
+    budget, or an unusable answer: ``reorg_summary_owed``), as plan rows need them: level,
+    language, centroid, counts, parent and activated children."""
+    result = tx.run(
+        f"""
+        MATCH (t:MemoryItem {{user_name: $tenant}})
+        WHERE t.reorg_summary_owed = true AND {_ACTIVE_TOPIC.format(v="t")}
+        CALL (t) {{
+            OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
+            WHERE {_ACTIVE_TOPIC.format(v="p")}
+            RETURN min(p.id) AS parent
+        }}
+        CALL (t) {{
+            OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {{user_name: $tenant}})
+            WHERE coalesce(c.status, 'activated') = 'activated'
+            WITH c ORDER BY c.id
+            RETURN collect(c.id) AS children
+        }}
+        RETURN t.id AS id, coalesce(t.memory_type, 'LongTermMemory') AS memory_type,
+               coalesce(t.reorg_level, 1) AS level, t.reorg_language AS language,
+               t.reorg_centroid AS centroid, t.reorg_centroid_space AS space,
+               coalesce(t.member_count, t.reorg_member_count, 0) AS member_count, parent, children
+        ORDER BY id
+        """,
+        tenant=tenant, topic=TOPIC_TYPE,
+    )
+    return [record.data() for record in result]
+
+
+def owed_summary_count(tx: ManagedTransaction, tenant: str) -> int:
+    """Activated topics still owed an LLM summary."""
+    record = tx.run(
+        f"""
+        MATCH (t:MemoryItem {{user_name: $tenant}})
+        WHERE t.reorg_summary_owed = true AND {_ACTIVE_TOPIC.format(v="t")}
+        RETURN count(t) AS owed
+        """,
+        tenant=tenant, topic=TOPIC_TYPE,
+    ).single()
+    return int(record["owed"]) if record else 0

@@ -3,8 +3,10 @@
 Both receive the members' texts (most typical first), an offline draft (phrases covering most
 members, see ``mem_assets.reorg.offline_summaries``) and, for a level-2 topic, its sub-topics' keys.
 The offline summarizer returns the draft. The LLM summarizer makes one call, and one more if the
-answer cannot be read; it returns ``None`` when it still cannot, and the caller writes the
-draft instead (counted in the run's metadata).
+answer cannot be read; it returns ``None`` when it still cannot, or without a call when the run's
+budget (``run_budget``: the per-run LLM limits, counted apart from the judge's and placement's) is
+spent (``usage.deferred`` then 1); the caller writes the draft instead, counted in the run's
+metadata, and marks the topic as owed an LLM summary (``topic_writer``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, field_validator
 
 from mem_assets.reorg.summary_prompts import SUMMARY_SYSTEM
-from mem_resources.llm import ChatUsage, OpenAIChatResource
+from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
 
 
 class TopicSummary(BaseModel):
@@ -39,16 +41,26 @@ class TopicSummary(BaseModel):
 class SummarizerResource(ConfigurableResource, ABC):
     """Turns a topic's member texts into a ``TopicSummary``, or ``None`` to use the draft."""
 
+    def uses_llm(self) -> bool:
+        """Whether the summaries it writes come from a model (a draft written instead is owed)."""
+        return False
+
+    def run_budget(self) -> CallBudget | None:
+        """A fresh budget for one run, or None: no model, nothing to count."""
+        return None
+
     @abstractmethod
     def summarize(self, members: Sequence[str], draft: TopicSummary, language: str,
-                  child_keys: Sequence[str] = ()) -> tuple[TopicSummary | None, ChatUsage]: ...
+                  child_keys: Sequence[str] = (),
+                  budget: CallBudget | None = None) -> tuple[TopicSummary | None, ChatUsage]: ...
 
 
 class ExtractiveSummarizer(SummarizerResource):
     """Offline default: the draft as is. No network, no cost, deterministic."""
 
     def summarize(self, members: Sequence[str], draft: TopicSummary, language: str,
-                  child_keys: Sequence[str] = ()) -> tuple[TopicSummary | None, ChatUsage]:
+                  child_keys: Sequence[str] = (),
+                  budget: CallBudget | None = None) -> tuple[TopicSummary | None, ChatUsage]:
         return draft, ChatUsage()
 
 
@@ -65,12 +77,30 @@ class LLMSummarizer(SummarizerResource):
     chat: OpenAIChatResource
     max_members: int = Field(default=40, ge=2, description="Member texts shown to the model.")
     max_chars_per_member: int = Field(default=400, ge=20)
+    max_calls_per_run: int = Field(default=1000, ge=0, description="Summary calls one run may make; 0: no limit.")
+    max_tokens_per_run: int = Field(default=2_000_000, ge=0,
+                                    description="Prompt + completion tokens summaries may spend in one run; 0: no limit.")
+
+    def uses_llm(self) -> bool:
+        return True
+
+    def run_budget(self) -> CallBudget | None:
+        return CallBudget(self.max_calls_per_run, self.max_tokens_per_run)
 
     def summarize(self, members: Sequence[str], draft: TopicSummary, language: str,
-                  child_keys: Sequence[str] = ()) -> tuple[TopicSummary | None, ChatUsage]:
+                  child_keys: Sequence[str] = (),
+                  budget: CallBudget | None = None) -> tuple[TopicSummary | None, ChatUsage]:
+        if budget is not None and not budget.take():
+            return None, ChatUsage(deferred=1)
         shown = [text[:self.max_chars_per_member] for text in members[:self.max_members]]
         payload: dict[str, object] = {"memories": shown, "suggested_keywords": draft.tags}
         if child_keys:
             payload["sub_topics"] = list(child_keys)
-        return self.chat.ask_json(SUMMARY_SYSTEM.format(language=_LANGUAGES.get(language, language)),
-                                  json.dumps(payload, ensure_ascii=False), TopicSummary)
+        usage = ChatUsage()
+        try:
+            summary, usage = self.chat.ask_json(SUMMARY_SYSTEM.format(language=_LANGUAGES.get(language, language)),
+                                                json.dumps(payload, ensure_ascii=False), TopicSummary)
+        finally:
+            if budget is not None:
+                budget.settle(usage)
+        return summary, usage

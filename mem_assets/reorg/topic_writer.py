@@ -12,6 +12,12 @@ centroid and children updated. A summary is written with the digest of the membe
 describes (``reorg_summary_digest``): a topic due for one whose memories are still exactly those
 keeps its summary and asks no model (a retried or repeated write, a plan an LLM moved a memory
 out of and back into), so names and summaries change only when membership does.
+
+With an LLM summarizer, summaries spend the run's budget (``SummarizerResource.run_budget``). A
+topic whose LLM summary was not had (budget spent, or an unusable answer) is written with the
+offline draft, no digest, and ``reorg_summary_owed``: the next run with budget names it again
+even if its membership did not change (action ``renamed``; a topic still owed then is left as it
+is), and a run with nothing new and nothing owed asks no model.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from mem_assets.reorg import queries
+from mem_assets.reorg.llm_placement import LLM_UNDECIDED
 from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, MemberStore
 from mem_assets.reorg.queries import Orphan
@@ -42,7 +49,7 @@ from mem_assets.reorg.topic_vectors import (
 )
 from mem_resources.embedder import EmbedderResource
 from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY
-from mem_resources.llm import ChatUsage
+from mem_resources.llm import CallBudget, ChatUsage
 from mem_resources.memory_model import (
     ArchivedVersion,
     MemoryItem,
@@ -59,6 +66,8 @@ from mem_resources.text import language_of
 TOPIC_CONFIDENCE = 0.66
 AWAITING_BATCH = "awaiting_batch"
 DISSOLVED = "too_few_members"
+RENAMED = "renamed"
+"""Plan action of a topic taken up only to get the LLM summary an earlier run could not afford."""
 
 
 # -- candidates -----------------------------------------------------------------------------------
@@ -197,6 +206,10 @@ class WriteOutcome:
     set_aside: int = 0
     deferred: int = 0
     llm_fallbacks: int = 0
+    summaries_over_budget: int = 0
+    """Topics written with the offline draft because the run's LLM budget was spent (owed)."""
+    summaries_owed_named: int = 0
+    """Topics owed an LLM summary by an earlier run that got it in this one."""
     summaries_kept: int = 0
     stopped_by_budget: bool = False
     usage: ChatUsage = field(default_factory=ChatUsage)
@@ -242,7 +255,7 @@ class TopicWriter:
     def __init__(self, tenant: str, neo4j: Neo4jResource, embedder: EmbedderResource,
                  summarizer: SummarizerResource, log: logging.Logger | Any,
                  clock: Callable[[], float] = time.monotonic, batch_edges: int = 5000,
-                 sink: Sink | None = None) -> None:
+                 sink: Sink | None = None, budget: CallBudget | None = None) -> None:
         self.tenant = tenant
         self.neo4j = neo4j
         self.embedder = embedder
@@ -251,19 +264,24 @@ class TopicWriter:
         self.clock = clock
         self.batch_edges = batch_edges
         self.sink = sink
+        self.budget = budget
         self.outcome = WriteOutcome()
         self._pending: list[dict[str, Any]] = []
 
     def run(self, plan: pd.DataFrame, candidates: pd.DataFrame, time_budget_s: float) -> WriteOutcome:
         deadline = self.clock() + time_budget_s
         aside = plan[plan["kind"] == SET_ASIDE]
+        undecided = aside["reason"] == LLM_UNDECIDED
         rows = [{"id": r.id, "reason": r.reason, "nearest": None if pd.isna(r.nearest) else r.nearest,
                  "similarity": None if pd.isna(r.similarity) else float(r.similarity),
                  "group_size": None if pd.isna(r.group_size) else int(r.group_size)}
-                for r in aside.itertuples()]
+                for r in aside[~undecided].itertuples()]
         with self.neo4j.session() as session:
             self.outcome.set_aside = session.execute_write(queries.mark_set_aside_with_reasons, self.tenant, rows)
+            self.outcome.deferred += session.execute_write(queries.mark_deferred, self.tenant,
+                                                           sorted(aside.loc[undecided, "id"]))
         candidate_ids = set(candidates["id"])
+        plan = self._with_owed(plan)
         writing = plan[plan["kind"] == TOPIC]
         with tracked(f"reorganize {self.tenant}", self.sink, total=len(writing), unit="topics") as progress:
             for memory_type, of_type in plan[plan["kind"] != SET_ASIDE].groupby("memory_type", sort=True):
@@ -286,6 +304,29 @@ class TopicWriter:
                         self._flush()
                 self._flush()
         return self.outcome
+
+    def _with_owed(self, plan: pd.DataFrame) -> pd.DataFrame:
+        """``plan`` with, given a budget (an LLM summarizer), the topics an earlier run left owed
+        an LLM summary: due for one if the plan touches them, else added as ``renamed`` rows
+        (membership unchanged)."""
+        if self.budget is None:
+            return plan
+        with self.neo4j.session() as session:
+            owed = session.execute_read(queries.owed_summaries, self.tenant)
+        planned = set(plan.loc[plan["kind"] == TOPIC, "id"]) if len(plan) else set()
+        if planned & {row["id"] for row in owed}:
+            plan = plan.copy()
+            plan.loc[(plan["kind"] == TOPIC) & plan["id"].isin({row["id"] for row in owed}), "refresh"] = True
+        owed = [row for row in owed if row["id"] not in planned]
+        if not owed:
+            return plan
+        rows = pd.DataFrame([{"kind": TOPIC, "memory_type": row["memory_type"], "id": row["id"],
+                              "level": int(row["level"]), "language": row["language"], "parent": row["parent"],
+                              "children": list(row["children"]), "added": [], "removed": [],
+                              "member_count": int(row["member_count"]), "members_before": int(row["member_count"]),
+                              "centroid": row["centroid"], "space": row["space"], "action": RENAMED,
+                              "refresh": True} for row in owed])
+        return pd.concat([plan, rows], ignore_index=True) if len(plan) else rows
 
     def _defer(self, topics: pd.DataFrame, units: list[list[str]], candidate_ids: set[str]) -> None:
         children = dict(zip(topics["id"], topics["children"], strict=True))
@@ -334,6 +375,7 @@ class _TypeContext:
         self.index = PhraseIndex(self.texts)
         self.index_rows = {mid: row for row, mid in enumerate(self.store.texts)}
         self.keys: dict[str, str] = {tid: info["key"] or "" for tid, info in self.outside.items()}
+        self.owed: set[str] = set()
 
     def _members(self, tid: str) -> list[str]:
         row = self.topics[tid]
@@ -356,9 +398,14 @@ class _TypeContext:
             tid = row["id"]
             digest = membership_digest(int(row["level"]), self._members(tid)) if row["refresh"] else ""
             summary = self._due_summary(row, digest) if row["refresh"] else None
+            if row["action"] == RENAMED and (summary is None or tid in self.owed):
+                continue  # still owed (or named meanwhile): left exactly as it is
             props = self._props(row, summary, now)
             if summary is not None:
-                props["reorg_summary_digest"] = digest
+                owed = tid in self.owed
+                props["reorg_summary_digest"] = None if owed else digest
+                props["reorg_summary_owed"] = True if owed else None
+                self.writer.outcome.summaries_owed_named += row["action"] == RENAMED
             if row["action"] == "created":
                 out["created"].append(props)
                 out["embed"].append(props)
@@ -413,12 +460,17 @@ class _TypeContext:
         language = language_of(member_texts)
         child_keys = [self.keys.get(child, "") for child in row["children"]] if row["level"] == 2 else []
         draft = phrase_summary(texts, rows, self.index, language, [k for k in child_keys if k])
-        summary, usage = self.writer.summarizer.summarize(member_texts, draft, language, child_keys)
+        summary, usage = self.writer.summarizer.summarize(member_texts, draft, language, child_keys,
+                                                          self.writer.budget)
         self.writer.outcome.usage.add(usage)
         if summary is None:
-            self.writer.outcome.llm_fallbacks += 1
-            self.writer.log.warning(f"Topic {tid} ({len(members)} memories): the summarizer's answer was "
-                                    "unusable; the offline summary is written instead")
+            self.owed.add(tid)
+            if usage.deferred:
+                self.writer.outcome.summaries_over_budget += 1
+            else:
+                self.writer.outcome.llm_fallbacks += 1
+                self.writer.log.warning(f"Topic {tid} ({len(members)} memories): the summarizer's answer was "
+                                        "unusable; the offline summary is written instead, owed to the next run")
             summary = draft
         if child_keys and summary.key in child_keys:
             summary = draft
