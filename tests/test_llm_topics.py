@@ -108,10 +108,10 @@ def test_a_topic_not_offered_is_refused_and_offline_placement_kept(neo4j, tenant
     metadata = materialization_metadata(result, "memory_clusters")
     assert metadata["llm_placement_calls"] == 1
     assert metadata["llm_placement_refused"] == 3 and metadata["llm_placement_changed"] == 0
-    assert metadata["left_unplaced"] == 3
-    for text in UNSURE:
-        topic, reason = _topic_of(neo4j, tenant, text)
-        assert topic is None and reason in ("no_similar_topic", "ambiguous")
+    assert metadata["left_unplaced"] == metadata["llm_placement_deferred"] == 3
+    for text in UNSURE:  # unplaced, as offline placement left them, and deferred: the next run asks again
+        assert _topic_of(neo4j, tenant, text) == (None, None)
+    assert _deferred(neo4j, tenant) == set(UNSURE)
 
 
 def test_beyond_the_budget_offline_placement_stands_and_is_counted(neo4j, tenant, instance, model):
@@ -171,6 +171,100 @@ def test_names_are_regenerated_only_when_membership_changed(neo4j, tenant, insta
     renamed = {tid for tid, value in _summaries(neo4j, tenant).items() if named.get(tid) != value}
     assert materialization_metadata(result, "summary_parents")["llm_calls"] == len(model.chat_calls()) - 3 == 1
     assert len(renamed) == 1
+
+
+def _naming(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple]:
+    """Each topic's key, version, membership digest and whether it is owed an LLM summary."""
+    with neo4j.session() as session:
+        return {r["id"]: (r["key"], r["version"], r["digest"], r["owed"]) for r in session.run(
+            "MATCH (t:MemoryItem {user_name: $tenant, type: 'topic', status: 'activated'}) "
+            "RETURN t.id AS id, t.key AS key, coalesce(t.version, 1) AS version, "
+            "t.reorg_summary_digest AS digest, t.reorg_summary_owed AS owed", tenant=tenant)}
+
+
+def test_summaries_beyond_the_budget_stay_offline_and_are_named_by_the_next_run(neo4j, tenant, instance, model):
+    model.chat = lambda body: (200, chat_answer(json.dumps(
+        {"key": f"Topic {len(model.chat_calls())}", "value": "Memories that belong together.", "tags": []})))
+
+    def summarizer(calls: int) -> LLMSummarizer:
+        return LLMSummarizer(chat=OpenAIChatResource(base_url=model.base_url, max_retries=0),
+                             max_calls_per_run=calls)
+
+    texts = [text for topic, text in topic_memories(per_topic=30)
+             if topic in {"cooking", "travel", "programming"} and language(text) == "en"]
+    write_memories(neo4j, tenant, texts)
+    metadata = materialization_metadata(run_reorg(neo4j, tenant, instance, summarizer(1)), "summary_parents")
+    assert len(model.chat_calls()) == metadata["llm_calls"] == 1
+    assert metadata["summaries_over_budget"] == metadata["summaries_owed_left"] == 2
+    assert metadata["llm_summary_calls_left"] == 0 and metadata["llm_fallbacks_to_offline"] == 0
+    named = _naming(neo4j, tenant)
+    assert len(named) == 3
+    llm = [tid for tid, (key, _, digest, owed) in named.items() if key == "Topic 1"]
+    assert len(llm) == 1 and named[llm[0]][2] is not None and named[llm[0]][3] is None
+    owed = sorted(set(named) - set(llm))
+    for tid in owed:  # the offline name, and no digest claiming the LLM's
+        key, version, digest, flag = named[tid]
+        assert key and not key.startswith("Topic ") and digest is None and flag is True
+
+    # Nothing new: the next run with budget names an owed topic, keeping its members.
+    before = graph_counts(neo4j, tenant)
+    metadata = materialization_metadata(run_reorg(neo4j, tenant, instance, summarizer(1)), "summary_parents")
+    assert metadata["llm_calls"] == metadata["summaries_owed_named"] == 1 and metadata["summaries_owed_left"] == 1
+    assert metadata["topics_created"] == metadata["topics_grown"] == 0
+    metadata = materialization_metadata(run_reorg(neo4j, tenant, instance, summarizer(0)), "summary_parents")
+    assert metadata["llm_calls"] == metadata["summaries_owed_named"] == 1 and metadata["summaries_owed_left"] == 0
+    assert metadata["llm_summary_calls_left"] == "no limit"
+    renamed = _naming(neo4j, tenant)
+    assert {key for key, *_ in renamed.values()} == {"Topic 1", "Topic 2", "Topic 3"}
+    assert renamed[llm[0]] == named[llm[0]]
+    for tid in owed:  # the offline summary went into history, the digest is now the LLM summary's
+        key, version, digest, flag = renamed[tid]
+        assert version == named[tid][1] + 1 and digest is not None and flag is None
+    assert graph_counts(neo4j, tenant) == before
+
+    # Nothing new, nothing owed: no call, nothing changes.
+    metadata = materialization_metadata(run_reorg(neo4j, tenant, instance, summarizer(0)), "summary_parents")
+    assert metadata["llm_calls"] == 0 and len(model.chat_calls()) == 3
+    assert _naming(neo4j, tenant) == renamed and graph_counts(neo4j, tenant) == before
+
+
+def _deferred(neo4j: Neo4jResource, tenant: str) -> set[str]:
+    with neo4j.session() as session:
+        return {r["memory"] for r in session.run(
+            "MATCH (m:MemoryItem {user_name: $tenant}) WHERE m.reorg_deferred_at IS NOT NULL "
+            "RETURN m.memory AS memory", tenant=tenant)}
+
+
+def test_an_undecided_memory_is_asked_next_run_and_one_answered_new_is_not_asked_again(
+        neo4j, tenant, instance, model):
+    _base(neo4j, tenant, instance)
+    write_memories(neo4j, tenant, [CLEAR, *UNSURE])
+    model.chat = _answer(lambda text, topics: NEW)
+
+    result = run_reorg(neo4j, tenant, instance, run_config=ANY_BATCH,
+                       topic_placer=_placer(model, batch_size=1, max_calls_per_run=1))
+
+    [first] = [text for request in _placement_calls(model) for text in request["memories"]]
+    metadata = materialization_metadata(result, "memory_clusters")
+    assert metadata["llm_placement_over_budget"] == metadata["llm_placement_deferred"] == 2
+    assert materialization_metadata(result, "summary_parents")["deferred_to_next_run"] == 2
+    assert _topic_of(neo4j, tenant, first)[0] is None  # answered "new": set aside, offline's reason kept
+    assert _deferred(neo4j, tenant) == set(UNSURE) - {first}  # not set aside: the next run takes them up
+
+    # Nothing new, but work left: the next run (default batch size) asks about the two left over.
+    model.chat = _answer(lambda text, topics: _python_topic(topics) if text == CODE_TRIP else NEW)
+    result = run_reorg(neo4j, tenant, instance, topic_placer=_placer(model))
+    asked = [text for request in _placement_calls(model)[1:] for text in request["memories"]]
+    assert set(UNSURE) - {first} <= set(asked)
+    assert not _deferred(neo4j, tenant)
+    for text in UNSURE:
+        topic, reason = _topic_of(neo4j, tenant, text)
+        assert (topic is not None) == (text == CODE_TRIP) and (reason is not None) == (text != CODE_TRIP)
+
+    # Nothing new, nothing left: the memories the model put apart ("new") are not asked again.
+    before, calls = graph_counts(neo4j, tenant), len(model.chat_calls())
+    assert run_reorg(neo4j, tenant, instance, topic_placer=_placer(model)).success
+    assert len(model.chat_calls()) == calls and graph_counts(neo4j, tenant) == before
 
 
 class _Log:

@@ -34,7 +34,7 @@ class CrashingSummarizer:
         self.calls = 0
 
     def summarize(self, members: Sequence[str], draft: TopicSummary, language: str,
-                  child_keys: Sequence[str] = ()) -> tuple[TopicSummary | None, ChatUsage]:
+                  child_keys: Sequence[str] = (), budget: None = None) -> tuple[TopicSummary | None, ChatUsage]:
         self.calls += 1
         if self.calls > self.after:
             raise RuntimeError("killed mid-write")

@@ -42,7 +42,9 @@ LLM_NO_TOPIC = "llm_no_topic"
 #: An unplaced memory the model did not decide (over the budget, a failed or refused answer): the
 #: writer marks it deferred, so the next run plans its memory type again and asks once more.
 LLM_UNDECIDED = "llm_undecided"
-UNPLACED, CLOSE_CALL = "unplaced", "close_call"
+UNPLACED, CLOSE_CALL, GROUP = "unplaced", "close_call", "group"
+#: How a group made this run is shown to the model: it has no name yet, only its member texts.
+GROUP_NAME = "(a group formed in this run; see its examples)"
 
 PLACEMENT_SYSTEM = (
     "You file an AI agent's long-term memories into topics. The user message is a JSON object: "
@@ -171,6 +173,63 @@ def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence
     return offers
 
 
+def group_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
+                 texts: Sequence[str], band: float, k: int, max_members: int) -> list[Offer]:
+    """The members of ``ids`` in groups ``plan`` made this run whose cosine to their group (without
+    themselves) is not above their best other option — a level-1 topic of ``before`` not full, or
+    another group made this run — by ``band``; each with its ``k`` best options (its group among them)."""
+    groups = sorted(tid for tid in plan.created if plan.topics[tid].level == 1 and plan.topics[tid].member_count > 1)
+    if not groups or not len(ids) or k < 1:
+        return []
+    leaves = [tid for tid, t in sorted(before.items()) if t.level == 1 and tid in plan.topics
+              and plan.topics[tid].level == 1 and plan.topics[tid].member_count < max_members]
+    lang = plan.topics[groups[0]].language
+    mean = plan.means.get(lang, next(iter(plan.means.values()), 0.0))
+    raw = np.asarray(vectors, dtype=np.float64)
+    unit = normalize_rows(raw - mean)
+    options = leaves + groups
+    sums = [before[t].vector_sum for t in leaves] + [plan.topics[g].vector_sum for g in groups]
+    counts = [before[t].member_count for t in leaves] + [plan.topics[g].member_count for g in groups]
+    centroids = normalize_rows(np.array([total / max(n, 1) for total, n in zip(sums, counts, strict=True)]) - mean)
+    sims = unit @ centroids.T
+    row_of = {mid: row for row, mid in enumerate(ids)}
+    offers = []
+    for position, group in enumerate(groups, start=len(leaves)):
+        topic = plan.topics[group]
+        for mid in sorted(topic.children):
+            row = row_of.get(mid)
+            if row is None:
+                continue
+            rest = normalize_rows(((topic.vector_sum - raw[row]) / (topic.member_count - 1) - mean)[None, :])[0]
+            scores = sims[row].copy()
+            scores[position] = float(unit[row] @ rest)
+            others = np.delete(scores, position)
+            if len(others) and scores[position] - others.max() >= band:
+                continue
+            order = [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+            if position not in order:
+                order = [*order[:k - 1], position]
+            offers.append(Offer(mid, texts[row], tuple(options[i] for i in order),
+                                tuple(round(float(scores[i]), 4) for i in order), group, GROUP,
+                                round(float(scores[position] - (others.max() if len(others) else -1.0)), 4)))
+    return offers
+
+
+def group_options(plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
+                  wanted: Sequence[str], examples: int) -> dict[str, TopicOption]:
+    """Groups made this run as the model is shown them: their member texts nearest their centroid."""
+    row_of = {mid: row for row, mid in enumerate(ids)}
+    raw = np.asarray(vectors, dtype=np.float64)
+    out = {}
+    for tid in wanted:
+        topic = plan.topics[tid]
+        rows = [row_of[m] for m in topic.children if m in row_of]
+        centre = topic.vector_sum / max(topic.member_count, 1)
+        rows.sort(key=lambda r: -float(normalize_rows(raw[r][None, :])[0] @ normalize_rows(centre[None, :])[0]))
+        out[tid] = TopicOption(id=tid, name=GROUP_NAME, summary="", examples=[texts[r] for r in rows[:examples]])
+    return out
+
+
 def _doubtful(sims: np.ndarray, order: np.ndarray, margin: float, band: float, sibling: float,
               floor: float) -> bool:
     """Whether a memory placed in its nearest topic (``order[0]``) is asked about: by the theme
@@ -229,7 +288,32 @@ def apply_choices(before: Mapping[str, Topic], plan: CyclePlan, offers: Sequence
         revision.changed += 1
     for tid in touched:
         _settle(before, plan, tid, refresh_fraction)
+    for tid in sorted(touched & plan.created):
+        topic = plan.topics.get(tid)
+        if topic is not None and topic.level == 1 and topic.member_count < 2:
+            _dissolve(plan, tid, row_of, vectors)
     return revision
+
+
+def _dissolve(plan: CyclePlan, tid: str, row_of: Mapping[str, int], vectors: np.ndarray) -> None:
+    """A group made this run that the model's answers left with fewer than two members: gone from
+    the plan, its last member set apart."""
+    for member in list(plan.topics[tid].children):
+        _move(plan, tid, member, np.asarray(vectors[row_of[member]], dtype=np.float64), add=False)
+        plan.placed.pop(member, None)
+        plan.set_aside[member] = SetAside(LLM_NO_TOPIC, None, 0.0, 1)
+    parent = plan.topics[tid].parent
+    _drop(plan, tid)
+    if parent is not None and parent in plan.topics:
+        plan.topics[parent].children = [c for c in plan.topics[parent].children if c != tid]
+        if parent in plan.created and not plan.topics[parent].children:
+            _drop(plan, parent)
+
+
+def _drop(plan: CyclePlan, tid: str) -> None:
+    del plan.topics[tid]
+    for kept in (plan.created, plan.grown, plan.refresh, plan.promoted, plan.reparented):
+        kept.discard(tid)
 
 
 def _move(plan: CyclePlan, tid: str, member: str, vector: np.ndarray, add: bool) -> None:
@@ -287,6 +371,7 @@ class PlacementAdvisor:
     sibling: float = DEFAULT_TOPIC_LLM_SIBLING
     floor: float = DEFAULT_TOPIC_LLM_FLOOR
     off_nearest: bool = False
+    groups: bool = False
     topics: int = 5
     batch_size: int = 8
     examples: int = 3
@@ -306,9 +391,14 @@ class PlacementAdvisor:
         """Ask about ``plan``'s uncertain memories among ``ids`` and apply the usable answers."""
         offers = uncertain_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members,
                                   self.sibling, self.floor, self.off_nearest)
+        if self.groups:
+            offers += group_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members)
         if not offers:
             return
-        choices = self.decide(offers, describe)
+        made = sorted({t for offer in offers for t in offer.options if t not in before})
+        choices = self.decide(offers, lambda wanted: {
+            **describe([t for t in wanted if t in before]),
+            **group_options(plan, ids, vectors, texts, made, self.examples)})
         revision = apply_choices(before, plan, offers, choices, ids, vectors, max_members, refresh_fraction)
         self.changed += revision.changed
         self.full += revision.full
@@ -417,4 +507,5 @@ class LLMPlacer(TopicPlacerResource):
 
     def advisor(self) -> PlacementAdvisor | None:
         return PlacementAdvisor(self.chat, CallBudget(self.max_calls_per_run, self.max_tokens_per_run),
-                                self.band, self.topics, self.batch_size, self.examples, self.max_chars)
+                                band=self.band, topics=self.topics, batch_size=self.batch_size,
+                                examples=self.examples, max_chars=self.max_chars)

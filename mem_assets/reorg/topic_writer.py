@@ -271,7 +271,8 @@ class TopicWriter:
     def run(self, plan: pd.DataFrame, candidates: pd.DataFrame, time_budget_s: float) -> WriteOutcome:
         deadline = self.clock() + time_budget_s
         aside = plan[plan["kind"] == SET_ASIDE]
-        undecided = aside["reason"] == LLM_UNDECIDED
+        undecided = (aside["reason"] == LLM_UNDECIDED if "reason" in aside.columns
+                     else pd.Series(False, index=aside.index))
         rows = [{"id": r.id, "reason": r.reason, "nearest": None if pd.isna(r.nearest) else r.nearest,
                  "similarity": None if pd.isna(r.similarity) else float(r.similarity),
                  "group_size": None if pd.isna(r.group_size) else int(r.group_size)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import sys
 import time
 from collections import Counter, defaultdict
@@ -42,6 +43,7 @@ FILES = {"topics": EVAL / "topics.jsonl", "fresh": EVAL / "fresh" / "topics.json
 ORACLES = {"perfect": 0.0, "wrong": 0.15}
 SEED = 1
 OUT = Path("/tmp/topic_route.jsonl")
+CACHE = Path("/tmp/topic_route_vectors")
 
 #: name -> (band, sibling, floor, topics[, off_nearest])
 VARIANTS: dict[str, tuple] = {
@@ -53,20 +55,26 @@ VARIANTS: dict[str, tuple] = {
     # added after the diagnostic (before any grid figure): 13 of 17 memories offline put in a
     # topic that is not their nearest ended in a topic of another label on fresh3
     "b30nn": (0.30, 0.0, 0.0, 5, True), "b45nn": (0.45, 0.0, 0.0, 5, True), "b60nn": (0.60, 0.0, 0.0, 5, True),
+    # groups made this run routed too (topic_route_rule.md, "added after the diagnostic")
+    "b30g": (0.30, 0.0, 0.0, 5, False, True), "b30nng": (0.30, 0.0, 0.0, 5, True, True),
+    "b45nng": (0.45, 0.0, 0.0, 5, True, True),
 }
 
 
 class _Memo:
-    """An embedder's ``embed`` and ``kept_embed``, each text computed once per process."""
+    """An embedder's ``embed`` and ``kept_embed``, each text computed once (kept in /tmp across runs)."""
 
-    def __init__(self, embed: Any) -> None:
-        self.inner, self.cache = embed, {}
+    def __init__(self, embed: Any, name: str) -> None:
+        self.inner, self.path = embed, CACHE / f"{name}.pkl"
+        self.cache: dict[str, np.ndarray] = pickle.loads(self.path.read_bytes()) if self.path.exists() else {}
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
         if todo:
             for text, vector in zip(todo, np.asarray(self.inner(todo)), strict=True):
                 self.cache[text] = vector
+            CACHE.mkdir(exist_ok=True)
+            self.path.write_bytes(pickle.dumps(self.cache))
         return np.array([self.cache[t] for t in texts])
 
 
@@ -76,8 +84,8 @@ class _Embedder:
 
 
 settings = load_settings()
-EMBED = _Embedder(_Memo(build_embedder(settings, in_dagster=False).embed))
-KEPT = _Memo(kept_embed)
+EMBED = _Embedder(_Memo(build_embedder(settings, in_dagster=False).embed, "embedder"))
+KEPT = _Memo(kept_embed, "kept")
 
 
 def _evaluate(items: list, advisor: PlacementAdvisor | None) -> evaluation.TopicReport:
@@ -92,16 +100,19 @@ def _evaluate(items: list, advisor: PlacementAdvisor | None) -> evaluation.Topic
 def _advisor(base_url: str, variant: tuple, cls: type = PlacementAdvisor) -> PlacementAdvisor:
     os.environ.update({"MEMTEND_LLM": "openai", "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "oracle",
                        "MEMTEND_LLM_MODEL": "oracle"})
-    band, sibling, floor, topics, *nn = variant
+    band, sibling, floor, topics, *more = variant
+    nn, groups = [*more, False, False][:2]
     return cls(build_chat(load_settings(), in_dagster=False), CallBudget(0, 0), band=band, sibling=sibling,
-               floor=floor, topics=topics, off_nearest=bool(nn and nn[0]))
+               floor=floor, topics=topics, off_nearest=nn, groups=groups)
 
 
 def grid(oracles: Sequence[str], variants: Sequence[str], files: Sequence[str]) -> None:
     for name in files:
         items = read_items(FILES[name])
-        for oracle in oracles:
+        for position, oracle in enumerate(oracles):
             for variant in variants:
+                if variant == "offline" and position:
+                    continue
                 started = time.monotonic()
                 if variant == "offline":
                     report, meta = _evaluate(items, None), {}
@@ -119,8 +130,6 @@ def grid(oracles: Sequence[str], variants: Sequence[str], files: Sequence[str]) 
                 print(json.dumps(row), flush=True)
                 with OUT.open("a") as handle:
                     handle.write(json.dumps(row) + "\n")
-                if variant == "offline":
-                    break
 
 
 class _Recorder(PlacementAdvisor):
