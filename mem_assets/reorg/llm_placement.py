@@ -174,10 +174,12 @@ def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence
 
 
 def group_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
-                 texts: Sequence[str], band: float, k: int, max_members: int) -> list[Offer]:
+                 texts: Sequence[str], band: float, k: int, max_members: int,
+                 unplaced: bool = False) -> list[Offer]:
     """The members of ``ids`` in groups ``plan`` made this run whose cosine to their group (without
     themselves) is not above their best other option — a level-1 topic of ``before`` not full, or
-    another group made this run — by ``band``; each with its ``k`` best options (its group among them)."""
+    another group made this run — by ``band``; each with its ``k`` best options (its group among them).
+    ``unplaced``: also the memories ``plan`` left unplaced, offered the groups too."""
     groups = sorted(tid for tid in plan.created if plan.topics[tid].level == 1 and plan.topics[tid].member_count > 1)
     if not groups or not len(ids) or k < 1:
         return []
@@ -194,6 +196,13 @@ def group_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str
     sims = unit @ centroids.T
     row_of = {mid: row for row, mid in enumerate(ids)}
     offers = []
+    for mid in sorted(plan.set_aside) if unplaced else []:
+        row = row_of.get(mid)
+        if row is None:
+            continue
+        order = [int(i) for i in np.argsort(-sims[row], kind="stable")[:k]]
+        offers.append(Offer(mid, texts[row], tuple(options[i] for i in order),
+                            tuple(round(float(sims[row][i]), 4) for i in order), None, UNPLACED, 0.0))
     for position, group in enumerate(groups, start=len(leaves)):
         topic = plan.topics[group]
         for mid in sorted(topic.children):
@@ -372,6 +381,8 @@ class PlacementAdvisor:
     floor: float = DEFAULT_TOPIC_LLM_FLOOR
     off_nearest: bool = False
     groups: bool = False
+    group_band: float | None = None
+    groups_to_unplaced: bool = False
     topics: int = 5
     batch_size: int = 8
     examples: int = 3
@@ -392,7 +403,11 @@ class PlacementAdvisor:
         offers = uncertain_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members,
                                   self.sibling, self.floor, self.off_nearest)
         if self.groups:
-            offers += group_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members)
+            wider = group_offers(before, plan, ids, vectors, texts,
+                                 self.band if self.group_band is None else self.group_band, self.topics,
+                                 max_members, self.groups_to_unplaced)
+            replaced = {offer.memory for offer in wider}
+            offers = [offer for offer in offers if offer.memory not in replaced] + wider
         if not offers:
             return
         made = sorted({t for offer in offers for t in offer.options if t not in before})

@@ -58,6 +58,14 @@ VARIANTS: dict[str, tuple] = {
     # groups made this run routed too (topic_route_rule.md, "added after the diagnostic")
     "b30g": (0.30, 0.0, 0.0, 5, False, True), "b30nng": (0.30, 0.0, 0.0, 5, True, True),
     "b45nng": (0.45, 0.0, 0.0, 5, True, True),
+    # added after the fresh4 figures of the three above (placed fell to ~90 %): groups offered to
+    # unplaced memories too (u), and a narrower band for group members (g<band>)
+    "b30nngu": (0.30, 0.0, 0.0, 5, True, True, None, True),
+    "b45nngu": (0.45, 0.0, 0.0, 5, True, True, None, True),
+    "b30nng15u": (0.30, 0.0, 0.0, 5, True, True, 0.15, True),
+    "b30nng15": (0.30, 0.0, 0.0, 5, True, True, 0.15, False),
+    "b30nng05u": (0.30, 0.0, 0.0, 5, True, True, 0.05, True),
+    "b45nng15u": (0.45, 0.0, 0.0, 5, True, True, 0.15, True),
 }
 
 
@@ -101,9 +109,11 @@ def _advisor(base_url: str, variant: tuple, cls: type = PlacementAdvisor) -> Pla
     os.environ.update({"MEMTEND_LLM": "openai", "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "oracle",
                        "MEMTEND_LLM_MODEL": "oracle"})
     band, sibling, floor, topics, *more = variant
-    nn, groups = [*more, False, False][:2]
+    defaults = [False, False, None, False]
+    nn, groups, group_band, to_unplaced = [*more, *defaults[len(more):]]
     return cls(build_chat(load_settings(), in_dagster=False), CallBudget(0, 0), band=band, sibling=sibling,
-               floor=floor, topics=topics, off_nearest=nn, groups=groups)
+               floor=floor, topics=topics, off_nearest=nn, groups=groups, group_band=group_band,
+               groups_to_unplaced=to_unplaced)
 
 
 def grid(oracles: Sequence[str], variants: Sequence[str], files: Sequence[str]) -> None:
