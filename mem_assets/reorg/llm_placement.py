@@ -179,8 +179,11 @@ def group_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str
     """The members of ``ids`` in groups ``plan`` made this run whose cosine to their group (without
     themselves) is not above their best other option — a level-1 topic of ``before`` not full, or
     another group made this run — by ``band``; each with its ``k`` best options (its group among them).
+    Groups holding memories of the other language (joined across languages) are left as they are.
     ``unplaced``: also the memories ``plan`` left unplaced, offered the groups too."""
-    groups = sorted(tid for tid in plan.created if plan.topics[tid].level == 1 and plan.topics[tid].member_count > 1)
+    pool = set(ids)
+    groups = sorted(tid for tid in plan.created if plan.topics[tid].level == 1 and plan.topics[tid].member_count > 1
+                    and pool.issuperset(plan.topics[tid].children))  # none with the other language's memories
     if not groups or not len(ids) or k < 1:
         return []
     leaves = [tid for tid, t in sorted(before.items()) if t.level == 1 and tid in plan.topics
