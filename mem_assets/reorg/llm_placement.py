@@ -179,11 +179,9 @@ def group_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str
     """The members of ``ids`` in groups ``plan`` made this run whose cosine to their group (without
     themselves) is not above their best other option — a level-1 topic of ``before`` not full, or
     another group made this run — by ``band``; each with its ``k`` best options (its group among them).
-    Groups holding memories of the other language (joined across languages) are left as they are.
+    Members of the other language (joined across languages) are not asked about here.
     ``unplaced``: also the memories ``plan`` left unplaced, offered the groups too."""
-    pool = set(ids)
-    groups = sorted(tid for tid in plan.created if plan.topics[tid].level == 1 and plan.topics[tid].member_count > 1
-                    and pool.issuperset(plan.topics[tid].children))  # none with the other language's memories
+    groups = sorted(tid for tid in plan.created if plan.topics[tid].level == 1 and plan.topics[tid].member_count > 1)
     if not groups or not len(ids) or k < 1:
         return []
     leaves = [tid for tid, t in sorted(before.items()) if t.level == 1 and tid in plan.topics
@@ -271,7 +269,8 @@ def apply_choices(before: Mapping[str, Topic], plan: CyclePlan, offers: Sequence
     """Move each offered memory where ``choices`` says (a topic id, or ``NEW``: unplaced), in
     ``plan``: children, centroid sums and counts of the topics and their parents, ``placed``,
     ``set_aside``, ``grown`` and ``refresh`` follow. A choice that would overfill a topic is not
-    applied (``full``)."""
+    applied (``full``), nor one that would leave a group made this run holding a memory of the other
+    language under two members; a group made this run left under two members is dissolved."""
     row_of = {mid: row for row, mid in enumerate(ids)}
     revision = Revision()
     touched: set[str] = set()
@@ -284,6 +283,8 @@ def apply_choices(before: Mapping[str, Topic], plan: CyclePlan, offers: Sequence
             continue
         if target is not None and plan.topics[target].member_count >= max_members:
             revision.full += 1
+            continue
+        if offer.offline in plan.created and _keeps_guest(plan.topics[offer.offline], row_of):
             continue
         vector = np.asarray(vectors[row_of[offer.memory]], dtype=np.float64)
         if offer.offline is not None:
@@ -305,6 +306,12 @@ def apply_choices(before: Mapping[str, Topic], plan: CyclePlan, offers: Sequence
         if topic is not None and topic.level == 1 and topic.member_count < 2:
             _dissolve(plan, tid, row_of, vectors)
     return revision
+
+
+def _keeps_guest(group: Topic, row_of: Mapping[str, int]) -> bool:
+    """Whether a group made this run must keep its members: one of them is of the other language
+    (not in this pool, so it could not be set apart here) and a move would leave it under two."""
+    return group.member_count <= 2 and any(member not in row_of for member in group.children)
 
 
 def _dissolve(plan: CyclePlan, tid: str, row_of: Mapping[str, int], vectors: np.ndarray) -> None:
