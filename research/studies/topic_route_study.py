@@ -74,6 +74,12 @@ VARIANTS: dict[str, tuple] = {
     "b30nng20": (0.30, 0.0, 0.0, 5, True, True, 0.20, False),
     "b45nng15": (0.45, 0.0, 0.0, 5, True, True, 0.15, False),
     "b30nng15k8": (0.30, 0.0, 0.0, 8, True, True, 0.15, False),
+    # added after fresh3 / LoCoMo figures (groups lower placed under 92 % on fresh3 except with 8
+    # topics offered): the k8 neighbours of the front-runners
+    "b30nng10k8": (0.30, 0.0, 0.0, 8, True, True, 0.10, False),
+    "b30nng20k8": (0.30, 0.0, 0.0, 8, True, True, 0.20, False),
+    "b45nng15k8": (0.45, 0.0, 0.0, 8, True, True, 0.15, False),
+    "b30nngk8": (0.30, 0.0, 0.0, 8, True, True, None, False),
 }
 
 
