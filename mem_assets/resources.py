@@ -121,7 +121,8 @@ def build_topic_placer(settings: Settings, in_dagster: bool = True) -> TopicPlac
     of, under the same per-run limits as the judge; else offline placement alone."""
     if settings.llm != "openai":
         return OfflinePlacer()
-    return LLMPlacer(chat=build_chat(settings, in_dagster), band=settings.topic_llm_band, topics=settings.topic_llm_topics,
+    return LLMPlacer(chat=build_chat(settings, in_dagster), band=settings.topic_llm_band,
+                     group_band=settings.topic_llm_group_band, topics=settings.topic_llm_topics,
                      batch_size=settings.topic_llm_batch, max_calls_per_run=settings.llm_max_calls_per_run,
                      max_tokens_per_run=settings.llm_max_tokens_per_run)
 

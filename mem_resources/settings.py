@@ -30,12 +30,14 @@ DEFAULT_REVIEW_BAND = 0.30
 DEFAULT_CONFIRM_MERGES = 0.70
 DEFAULT_CONFIRM_SUPERSEDES = 0.47
 
-#: Topic placement's uncertain band: with an LLM configured, a memory offline placement put in an
-#: existing topic by a cosine margin under this over the best topic of another theme (or left
-#: unplaced) is placed by the LLM. Provisional: not yet chosen on the tuning splits.
+#: Topic placement's routing (research/studies/topic_route_rule.md, chosen on the tuning sets):
+#: with an LLM configured, a memory offline placement left unplaced, put in an existing topic not
+#: its nearest or by a cosine margin under ``BAND`` over the best topic of another theme, or put in
+#: a group made this run that it fits by a margin under ``GROUP_BAND`` over its best other option,
+#: is placed by the LLM among its ``TOPICS`` nearest options.
 DEFAULT_TOPIC_LLM_BAND = 0.30
-DEFAULT_TOPIC_LLM_SIBLING = 0.0
-DEFAULT_TOPIC_LLM_FLOOR = 0.0
+DEFAULT_TOPIC_LLM_GROUP_BAND = 0.10
+DEFAULT_TOPIC_LLM_TOPICS = 8
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS_DIR = PROJECT_ROOT / ".models"
@@ -173,11 +175,18 @@ class Settings(BaseSettings):
     topic_llm_band: float = Field(
         default=DEFAULT_TOPIC_LLM_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_TOPIC_LLM_BAND"),
         description="With MEMTEND_LLM=openai: a memory that fits no existing topic, or that offline placement "
-                    "put in one by a cosine margin under this over another theme, is placed by the LLM among "
-                    "its nearest topics (or \"new\"); 0: only the memories no topic fits.")
+                    "put in one not its nearest or by a cosine margin under this over another theme, is placed "
+                    "by the LLM among its nearest topics (or \"new\"); 0: only the memories no topic fits or "
+                    "placed off their nearest.")
+    topic_llm_group_band: float = Field(
+        default=DEFAULT_TOPIC_LLM_GROUP_BAND, ge=0.0, le=2.0, validation_alias=_env("MEMTEND_TOPIC_LLM_GROUP_BAND"),
+        description="With MEMTEND_LLM=openai: a member of a group offline placement made this run that fits it "
+                    "(without itself) by a cosine margin under this over its best other option (an existing "
+                    "topic, another new group) is placed by the LLM: kept, moved, or set apart; 0: groups are "
+                    "not checked.")
     topic_llm_topics: int = Field(
-        default=5, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_TOPICS"),
-        description="Nearest existing topics offered to the LLM per uncertain memory.")
+        default=DEFAULT_TOPIC_LLM_TOPICS, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_TOPICS"),
+        description="Nearest topics (and groups made this run) offered to the LLM per uncertain memory.")
     topic_llm_batch: int = Field(
         default=8, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_BATCH"),
         description="Uncertain memories (of one memory type and language) asked about in one LLM call.")

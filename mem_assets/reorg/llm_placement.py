@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field, model_validator
 from mem_assets.reorg.placement import CyclePlan, SetAside, Topic, memories_below
 from mem_resources.embedder import normalize_rows
 from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
-from mem_resources.settings import DEFAULT_TOPIC_LLM_BAND, DEFAULT_TOPIC_LLM_FLOOR, DEFAULT_TOPIC_LLM_SIBLING
+from mem_resources.settings import DEFAULT_TOPIC_LLM_BAND, DEFAULT_TOPIC_LLM_GROUP_BAND, DEFAULT_TOPIC_LLM_TOPICS
 
 NEW = "new"
 LLM_NO_TOPIC = "llm_no_topic"
@@ -123,14 +123,11 @@ class Offer:
 
 
 def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
-                     texts: Sequence[str], band: float, k: int, max_members: int,
-                     sibling: float = 0.0, floor: float = 0.0, off_nearest: bool = False) -> list[Offer]:
+                     texts: Sequence[str], band: float, k: int, max_members: int) -> list[Offer]:
     """The memories of ``ids`` (one language's pool, ``vectors`` in its topic space) that ``plan``
-    left unplaced here, or put in a topic of ``before`` by a margin under ``band`` over the best
-    topic of another theme, by a margin under ``sibling`` over the best other topic (its own
-    theme's included), or at a cosine under ``floor``, or (``off_nearest``) in a topic that is not
-    its nearest; each with its ``k`` nearest topics of ``before`` still level 1 and not full (its
-    own always among them). Cosines are taken in the
+    left unplaced here, or put in a topic of ``before`` that is not their nearest, or is by a
+    margin under ``band`` over the best topic of another theme; each with its ``k`` nearest topics
+    of ``before`` still level 1 and not full (its own always among them). Cosines are taken in the
     cycle's topic space (its language's mean subtracted), to the topics as they stood before the
     run, as the offline offer saw them."""
     leaves = sorted(tid for tid, t in before.items()
@@ -157,16 +154,11 @@ def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence
         best = int(order[0])
         others = sims[row][roots != roots[best]]
         margin = float(sims[row][best] - (others.max() if len(others) else -1.0))
-        if why == CLOSE_CALL and leaves[best] != where and not off_nearest:
-            continue
-        if why == CLOSE_CALL and leaves[best] == where and not _doubtful(sims[row], order, margin, band,
-                                                                         sibling, floor):
+        if why == CLOSE_CALL and leaves[best] == where and margin >= band:
             continue
         chosen = [int(i) for i in order
                   if leaves[int(i)] == where or plan.topics[leaves[int(i)]].member_count < max_members][:k]
         if where is not None and leaves.index(where) not in chosen:
-            if leaves[best] == where or not off_nearest:
-                continue
             chosen = [*chosen[:k - 1], leaves.index(where)]
         offers.append(Offer(mid, texts[row], tuple(leaves[i] for i in chosen),
                             tuple(round(float(sims[row][i]), 4) for i in chosen), where, why, round(margin, 4)))
@@ -174,13 +166,11 @@ def uncertain_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence
 
 
 def group_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
-                 texts: Sequence[str], band: float, k: int, max_members: int,
-                 unplaced: bool = False) -> list[Offer]:
+                 texts: Sequence[str], band: float, k: int, max_members: int) -> list[Offer]:
     """The members of ``ids`` in groups ``plan`` made this run whose cosine to their group (without
     themselves) is not above their best other option — a level-1 topic of ``before`` not full, or
     another group made this run — by ``band``; each with its ``k`` best options (its group among them).
-    Members of the other language (joined across languages) are not asked about here.
-    ``unplaced``: also the memories ``plan`` left unplaced, offered the groups too."""
+    Members of the other language (joined across languages) are not asked about here."""
     groups = sorted(tid for tid in plan.created if plan.topics[tid].level == 1 and plan.topics[tid].member_count > 1)
     if not groups or not len(ids) or k < 1:
         return []
@@ -197,13 +187,6 @@ def group_offers(before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str
     sims = unit @ centroids.T
     row_of = {mid: row for row, mid in enumerate(ids)}
     offers = []
-    for mid in sorted(plan.set_aside) if unplaced else []:
-        row = row_of.get(mid)
-        if row is None:
-            continue
-        order = [int(i) for i in np.argsort(-sims[row], kind="stable")[:k]]
-        offers.append(Offer(mid, texts[row], tuple(options[i] for i in order),
-                            tuple(round(float(sims[row][i]), 4) for i in order), None, UNPLACED, 0.0))
     for position, group in enumerate(groups, start=len(leaves)):
         topic = plan.topics[group]
         for mid in sorted(topic.children):
@@ -238,15 +221,6 @@ def group_options(plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray, text
         rows.sort(key=lambda r: -float(normalize_rows(raw[r][None, :])[0] @ normalize_rows(centre[None, :])[0]))
         out[tid] = TopicOption(id=tid, name=GROUP_NAME, summary="", examples=[texts[r] for r in rows[:examples]])
     return out
-
-
-def _doubtful(sims: np.ndarray, order: np.ndarray, margin: float, band: float, sibling: float,
-              floor: float) -> bool:
-    """Whether a memory placed in its nearest topic (``order[0]``) is asked about: by the theme
-    ``margin``, the margin over the runner-up topic of any theme, or its cosine to its topic."""
-    best = float(sims[order[0]])
-    runner_up = float(sims[order[1]]) if len(order) > 1 else -1.0
-    return margin < band or best - runner_up < sibling or best < floor
 
 
 def _root(topics: Mapping[str, Topic], tid: str) -> str:
@@ -387,13 +361,8 @@ class PlacementAdvisor:
     chat: OpenAIChatResource
     budget: CallBudget
     band: float = DEFAULT_TOPIC_LLM_BAND
-    sibling: float = DEFAULT_TOPIC_LLM_SIBLING
-    floor: float = DEFAULT_TOPIC_LLM_FLOOR
-    off_nearest: bool = False
-    groups: bool = False
-    group_band: float | None = None
-    groups_to_unplaced: bool = False
-    topics: int = 5
+    group_band: float = DEFAULT_TOPIC_LLM_GROUP_BAND
+    topics: int = DEFAULT_TOPIC_LLM_TOPICS
     batch_size: int = 8
     examples: int = 3
     max_chars: int = 300
@@ -410,14 +379,9 @@ class PlacementAdvisor:
     def revise(self, before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
                texts: Sequence[str], max_members: int, refresh_fraction: float, describe: Describe) -> None:
         """Ask about ``plan``'s uncertain memories among ``ids`` and apply the usable answers."""
-        offers = uncertain_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members,
-                                  self.sibling, self.floor, self.off_nearest)
-        if self.groups:
-            wider = group_offers(before, plan, ids, vectors, texts,
-                                 self.band if self.group_band is None else self.group_band, self.topics,
-                                 max_members, self.groups_to_unplaced)
-            replaced = {offer.memory for offer in wider}
-            offers = [offer for offer in offers if offer.memory not in replaced] + wider
+        offers = uncertain_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members)
+        if self.group_band > 0:
+            offers += group_offers(before, plan, ids, vectors, texts, self.group_band, self.topics, max_members)
         if not offers:
             return
         made = sorted({t for offer in offers for t in offer.options if t not in before})
@@ -523,7 +487,10 @@ class LLMPlacer(TopicPlacerResource):
     chat: OpenAIChatResource
     band: float = Field(default=DEFAULT_TOPIC_LLM_BAND, ge=0.0, le=1.0,
                         description="A memory placed by a margin under this over another theme is asked about.")
-    topics: int = Field(default=5, ge=1, description="Nearest topics offered per memory.")
+    group_band: float = Field(default=DEFAULT_TOPIC_LLM_GROUP_BAND, ge=0.0, le=2.0,
+                              description="A member of a group made this run that fits it by a margin under this "
+                                          "over its best other option is asked about; 0: groups are not checked.")
+    topics: int = Field(default=DEFAULT_TOPIC_LLM_TOPICS, ge=1, description="Nearest topics offered per memory.")
     examples: int = Field(default=3, ge=0, description="Member texts shown per topic.")
     batch_size: int = Field(default=8, ge=1, description="Uncertain memories per call.")
     max_chars: int = Field(default=300, ge=20, description="Characters of each text shown.")
@@ -532,5 +499,6 @@ class LLMPlacer(TopicPlacerResource):
 
     def advisor(self) -> PlacementAdvisor | None:
         return PlacementAdvisor(self.chat, CallBudget(self.max_calls_per_run, self.max_tokens_per_run),
-                                band=self.band, topics=self.topics, batch_size=self.batch_size,
+                                band=self.band, group_band=self.group_band, topics=self.topics,
+                                batch_size=self.batch_size,
                                 examples=self.examples, max_chars=self.max_chars)

@@ -47,7 +47,11 @@ SEED = 1
 OUT = Path("/tmp/topic_route.jsonl")
 CACHE = Path("/tmp/topic_route_vectors")
 
-#: name -> (band, sibling, floor, topics[, off_nearest])
+#: The variants with a sibling margin, a cosine floor, without off-nearest routing or with groups
+#: offered to unplaced memories were measured with the product code of this commit; the product
+#: keeps only what the choice needs, so they no longer run here.
+MEASURED_AT = "c7f2d2d"
+#: name -> (band, sibling, floor, topics[, off_nearest[, groups[, group band[, groups to unplaced]]]])
 VARIANTS: dict[str, tuple] = {
     "b05": (0.05, 0.0, 0.0, 5), "b15": (0.15, 0.0, 0.0, 5),
     "b30": (0.30, 0.0, 0.0, 5), "b45": (0.45, 0.0, 0.0, 5), "b60": (0.60, 0.0, 0.0, 5),
@@ -125,9 +129,10 @@ def _advisor(base_url: str, variant: tuple, cls: type = PlacementAdvisor) -> Pla
     band, sibling, floor, topics, *more = variant
     defaults = [False, False, None, False]
     nn, groups, group_band, to_unplaced = [*more, *defaults[len(more):]]
-    return cls(build_chat(load_settings(), in_dagster=False), CallBudget(0, 0), band=band, sibling=sibling,
-               floor=floor, topics=topics, off_nearest=nn, groups=groups, group_band=group_band,
-               groups_to_unplaced=to_unplaced)
+    if sibling or floor or not nn or to_unplaced:
+        raise ValueError(f"{variant}: measured at commit {MEASURED_AT}; the product keeps only the routing chosen")
+    return cls(build_chat(load_settings(), in_dagster=False), CallBudget(0, 0), band=band, topics=topics,
+               group_band=(band if group_band is None else group_band) if groups else 0.0)
 
 
 def grid(oracles: Sequence[str], variants: Sequence[str], files: Sequence[str]) -> None:

@@ -8,12 +8,15 @@ import numpy as np
 
 from mem_assets.reorg.llm_placement import (
     CLOSE_CALL,
+    GROUP,
     LLM_NO_TOPIC,
     NEW,
     UNPLACED,
     PlacementAnswer,
     answer_schema,
     apply_choices,
+    group_offers,
+    group_options,
     uncertain_offers,
 )
 from mem_assets.reorg.placement import CyclePlan, SetAside, Topic
@@ -100,3 +103,69 @@ def test_answers_are_read_in_the_shapes_models_give_and_the_schema_names_only_of
     item = schema["properties"]["choices"]["items"]
     assert item["properties"]["choice"]["enum"] == ["t1", "t2", NEW]
     assert schema["properties"]["choices"]["minItems"] == schema["properties"]["choices"]["maxItems"] == 2
+
+
+def test_a_memory_offline_put_in_a_topic_not_its_nearest_is_asked_about_whatever_its_margin():
+    before = _forest()
+    plan = _plan(before)
+    plan.topics["A"].children.remove("clear")
+    plan.topics["A"].vector_sum = plan.topics["A"].vector_sum - CLEAR
+    plan.topics["A"].member_count -= 1
+    plan.topics["B"].children.append("clear")
+    plan.topics["B"].vector_sum = plan.topics["B"].vector_sum + CLEAR
+    plan.topics["B"].member_count += 1
+    offers = uncertain_offers(before, plan, IDS, VECTORS, ["c", "k", "f"], band=0.0, k=1, max_members=20)
+    stray = next(o for o in offers if o.memory == "clear")
+    assert stray.why == CLOSE_CALL and stray.offline == "B" and stray.options == ("B",)  # its own always offered
+    assert "B" in next(o for o in uncertain_offers(before, plan, IDS, VECTORS, ["c", "k", "f"], band=0.0, k=5,
+                                                   max_members=20) if o.memory == "clear").options
+
+
+# -- groups made in the run ---------------------------------------------------------------------
+
+E = np.eye(4)
+
+
+def _topic(tid: str, rows: dict[str, np.ndarray]) -> Topic:
+    return Topic(tid, 1, "en", list(rows), np.sum(list(rows.values()), axis=0), len(rows))
+
+
+def _scene() -> tuple[dict[str, Topic], CyclePlan, list[str], np.ndarray]:
+    """An existing topic along axis 0; this run made a group of two along axis 1 and one stray
+    (axis 0) in it, and left one memory (axis 2) unplaced."""
+    old = {f"o{i}": E[0] + 0.1 * E[3] * i for i in range(3)}
+    before = {"old": _topic("old", old)}
+    ids = ["g1", "g2", "stray", "alone"]
+    vectors = np.array([E[1], E[1] + 0.1 * E[2], E[0], E[2]])
+    plan = CyclePlan(topics={"old": _topic("old", old),
+                             "grp": _topic("grp", dict(zip(ids[:3], vectors[:3], strict=True)))},
+                     created={"grp"}, means={"en": np.zeros(4)})
+    plan.set_aside["alone"] = SetAside("no_similar_topic", None, 0.0, 1)
+    return before, plan, ids, vectors
+
+
+def test_the_stray_member_of_a_new_group_is_asked_about_and_the_coherent_ones_are_not():
+    before, plan, ids, vectors = _scene()
+    offers = group_offers(before, plan, ids, vectors, ids, band=0.3, k=5, max_members=20)
+    assert [(o.memory, o.why, o.offline) for o in offers] == [("stray", GROUP, "grp")]
+    assert set(offers[0].options) == {"old", "grp"} and offers[0].options[0] == "old"
+
+    shown = group_options(plan, ids, vectors, ids, ["grp"], examples=2)["grp"]
+    assert shown.summary == "" and len(shown.examples) == 2 and "stray" not in shown.examples
+
+
+def test_an_answer_moves_a_member_out_of_its_group_and_a_group_left_alone_is_dissolved():
+    before, plan, ids, vectors = _scene()
+    offers = group_offers(before, plan, ids, vectors, ids, band=0.3, k=5, max_members=20)
+    apply_choices(before, plan, offers, {"stray": "old"}, ids, vectors, max_members=20, refresh_fraction=0.5)
+    assert "stray" in plan.topics["old"].children and plan.placed["stray"] == "old"
+    assert plan.topics["grp"].children == ["g1", "g2"] and plan.topics["grp"].member_count == 2
+    assert "old" in plan.grown
+
+    # "new" for a member of a group of two leaves one: the group goes, its last member set apart.
+    before, plan, ids, vectors = _scene()
+    plan.topics["grp"] = _topic("grp", {"g1": vectors[0], "stray": vectors[2]})
+    offers = group_offers(before, plan, ids, vectors, ids, band=2.0, k=5, max_members=20)
+    apply_choices(before, plan, offers, {"stray": NEW}, ids, vectors, max_members=20, refresh_fraction=0.5)
+    assert "grp" not in plan.topics and "grp" not in plan.created
+    assert plan.set_aside["stray"].reason == plan.set_aside["g1"].reason == LLM_NO_TOPIC
