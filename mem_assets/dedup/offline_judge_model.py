@@ -38,7 +38,7 @@ from mem_resources.memory_model import normalize_text
 from mem_resources.settings import DEFAULT_MODELS_DIR
 
 MODEL_DIR = Path(__file__).parent / "models"
-MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v13", "fast": "judge-v2"}
+MODEL_NAMES: dict[ModelKind, str] = {"accurate": "judge-v13", "middle": "judge-mid-v1", "fast": "judge-v2"}
 """``accurate`` also reads multilingual-e5 (``DEEP_FEATURE_NAMES``: ~17 ms per distinct text of
 the candidate pairs on two cores), bge-small token states (``ALIGNED_FEATURE_NAMES``: ~3 ms per
 distinct text) and the cross-encoder of the pair's language (``CROSS_FEATURE_NAMES``: two runs per

@@ -9,12 +9,14 @@ LABELS: tuple[str, ...] = get_args(Label)
 Stage = Literal["offline", "llm"]
 """Which judge decided a pair: the offline model, or the LLM (all pairs, or those routed to it)."""
 
-CascadeStage = Literal["exact", "fast", "accurate"]
+CascadeStage = Literal["exact", "fast", "middle", "accurate"]
 """Which stage of the offline judge's cascade answered a pair: equal texts, the fast model sure of
-it, or the accurate model (``offline_judge_model.predict``)."""
+it, the middle model (e5, no bge or cross-encoder) sure of it, or the accurate model
+(``offline_judge_model.predict``)."""
 
-ModelKind = Literal["accurate", "fast"]
-"""Which shipped offline judge model decides (mem_assets/dedup/offline_judge_model.py)."""
+ModelKind = Literal["accurate", "middle", "fast"]
+"""A shipped offline judge model (mem_assets/dedup/offline_judge_model.py); ``middle`` is a stage
+of the accurate judge's cascade, not a judge of its own."""
 
 #: What models answer instead of the three labels (case and punctuation ignored).
 SYNONYMS = {

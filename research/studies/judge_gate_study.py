@@ -29,14 +29,15 @@ from mem_assets.dedup.candidates import (
     NodeVectors,
     find_candidates,
 )
-from mem_assets.dedup.offline_judge_features import FEATURE_NAMES, PairFeaturizer
+from mem_assets.dedup.offline_judge_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
+from mem_assets.dedup.offline_judge_model import both_chinese, load, symmetrize
 from mem_assets.dedup.offline_judge_model import featurizer as accurate_featurizer
-from mem_assets.dedup.offline_judge_model import load, symmetrize
 from mem_resources.embedder import wordllama_embed
 from mem_resources.memory_model import normalize_text
 from research.training import judge_trees as training
 
 CHEAP = len(FEATURE_NAMES)
+MIDDLE = CHEAP + len(DEEP_FEATURE_NAMES)
 OOF = Path("/tmp/judge_gate_oof.npz")
 SETS = Path("/tmp/judge_gate_sets.npz")
 LOCOMO_TRAIN = Path(__file__).resolve().parents[2] / "research" / "data" / "judge" / "locomo" / "train.jsonl"
@@ -45,17 +46,20 @@ SHUFFLES = (0,)
 GATES = np.round(np.arange(0.01, 0.31, 0.01), 2)
 
 
-def oof() -> None:
+def oof(middle: bool = False) -> None:
+    """With ``middle``, the middle recipe (``FEATURE_NAMES`` + ``DEEP_FEATURE_NAMES``, the
+    accurate recipe's parameters) is refitted in the same folds too (``judge_middle_study``)."""
     rows = training.read_pairs(training.TRAIN_FILE)
     featurizer, features, swapped = training.training_features(rows)
     truth = np.array([r["label"] for r in rows])
     groups = np.array([r["group"] for r in rows])
     candidate = features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD
     exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
-    accurate, gate = [], []
+    accurate, gate, mid = [], [], []
     for seed in SHUFFLES:
         pa = np.zeros((len(rows), 3))
         pg = np.zeros((len(rows), 3))
+        pm = np.zeros((len(rows), 3))
         for fit_rows, test_rows in GroupKFold(5, shuffle=True, random_state=seed).split(features, truth, groups):
             negatives = training.easy_negatives([rows[i] for i in fit_rows], featurizer, seed)
             model = training._fit(features[fit_rows], swapped[fit_rows], truth[fit_rows], negatives,
@@ -66,12 +70,19 @@ def oof() -> None:
                                   negatives[:, :CHEAP], training.PARAMS["fast"])
             pg[test_rows] = symmetrize(cheap.predict_proba(features[test_rows][:, :CHEAP]),
                                        cheap.predict_proba(swapped[test_rows][:, :CHEAP]), training.CLASSES)
+            if middle:
+                deep = training._fit(features[fit_rows][:, :MIDDLE], swapped[fit_rows][:, :MIDDLE], truth[fit_rows],
+                                     negatives[:, :MIDDLE], training.PARAMS["middle"])
+                pm[test_rows] = symmetrize(deep.predict_proba(features[test_rows][:, :MIDDLE]),
+                                           deep.predict_proba(swapped[test_rows][:, :MIDDLE]), training.CLASSES)
             print(f"seed {seed}: fold done", flush=True)
         accurate.append(training._as_pipeline(pa, candidate, exact))
         gate.append(pg)
+        mid.append(pm)
     fast = load("fast").pair_probabilities(features[:, :CHEAP], swapped[:, :CHEAP])
     np.savez(OOF, accurate=np.array(accurate), gate=np.array(gate), fast=fast, truth=truth, candidate=candidate,
-             exact=exact, a=np.array([r["a"] for r in rows]), b=np.array([r["b"] for r in rows]))
+             exact=exact, a=np.array([r["a"] for r in rows]), b=np.array([r["b"] for r in rows]),
+             chinese=both_chinese(features), **({"middle": np.array(mid)} if middle else {}))
 
 
 def tenant_pairs(old: list[str], new: list[str]) -> list[tuple[str, str]]:

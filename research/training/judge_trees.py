@@ -1,11 +1,13 @@
 """Rebuild the shipped judge model from research/data/judge/train.jsonl, reproducibly.
 
-``python -m research.training.judge_trees [--model accurate|fast] [--train PATH] [--out PATH]``
+``python -m research.training.judge_trees [--model accurate|middle|fast] [--train PATH] [--out PATH]``
 
 ``accurate`` (judge-v13, the default) learns from ``FEATURE_NAMES``, ``DEEP_FEATURE_NAMES``
 (multilingual-e5), ``ALIGNED_FEATURE_NAMES`` (bge-small token alignment; the jars ``make setup``
 fetched) and ``CROSS_FEATURE_NAMES`` (the cross-encoder of the pair's language:
-``cross_encoder_training`` makes both first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only.
+``cross_encoder_training`` makes both first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only;
+``middle`` (judge-mid-v1, the cascade's stage between them) from ``FEATURE_NAMES`` and
+``DEEP_FEATURE_NAMES``, with the accurate recipe's tree parameters and no step 4.
 
 1. Features of every training pair (``pair_features``), in both orders. A training pair's
    cross-encoder columns are its out-of-fold probabilities (``CROSS_OOF_FILES``, one per language):
@@ -82,6 +84,8 @@ SHUFFLES = (0, 1, 2)
 EASY_NEGATIVES = 1500
 PARAMS = {"accurate": {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                        "min_samples_leaf": 10, "random_state": 0},
+          "middle": {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
+                     "min_samples_leaf": 10, "random_state": 0},
           "fast": {"n_estimators": 200, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8,
                    "min_samples_leaf": 10, "random_state": 0}}
 CLASSES = ["contradictory", "independent", "redundant"]
@@ -279,7 +283,7 @@ def export(model: GradientBoostingClassifier, kind: ModelKind, thresholds: dict,
             "threshold": t.tree_.threshold.tolist(),
             "value": [round(float(x), 9) for x in t.tree_.value[:, 0, 0]],
         } for t in stage])
-    features = FEATURE_SETS[-1] if kind == "accurate" else FEATURE_NAMES
+    features = {"accurate": FEATURE_SETS[-1], "middle": FEATURE_SETS[1], "fast": FEATURE_NAMES}[kind]
     if kind == "accurate":
         extra = {**extra, "cross_encoders": {language: cross_encoder.sha256(language) for language in CROSS_OOF_FILES}}
     spec = {"name": MODEL_NAMES[kind], "version": int(MODEL_NAMES[kind].rsplit("-v", 1)[1]), "features": list(features),
@@ -294,7 +298,7 @@ def training_features(rows: list[dict], kind: ModelKind = "accurate", models_dir
     """The featurizer of model ``kind`` as training reads it (out-of-fold cross-encoder columns,
     step 1 of the module doc), and the feature rows of ``rows`` in their order and swapped."""
     accurate = kind == "accurate"
-    featurizer = PairFeaturizer(wordllama_embed, e5_embed if accurate else None,
+    featurizer = PairFeaturizer(wordllama_embed, e5_embed if kind != "fast" else None,
                                 aligned=(lambda language: bge.encoder(models_dir, language)) if accurate else None,
                                 cross=out_of_fold_cross(models_dir) if accurate else None)
     both = featurizer.matrix([(r["a"], r["b"]) for r in rows] + [(r["b"], r["a"]) for r in rows])
