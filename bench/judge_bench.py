@@ -6,7 +6,8 @@ WordLlama cosine, as the candidate search does, so a text sits in several pairs.
 
 1. end to end, cold: ``judge_model.predict`` (both orders of every pair, as the offline judge)
    with the fast model, then with the accurate one (multilingual-e5 too) on the first
-   ``--accurate-pairs`` pairs;
+   ``--accurate-pairs`` pairs, then the accurate judge's cascade as shipped (fast gate, middle
+   stage) and without its middle stage on those pairs, with the pairs each stage answered;
 2. the fast model's work split by stage, cold again: parse, embed, feature rows, tree predict;
 3. ``judgment_cache.build_requests`` over those pairs as a frame.
 
@@ -93,6 +94,17 @@ def main() -> None:
         print(f"{total.line(f'end to end (predict, {label} model, {len(subset)} pairs)')}; "
               f"{len(subset) / total.seconds:.0f} pairs/s, {1000 * total.seconds / len(subset):.3f} ms/pair, "
               f"{1000 * total.seconds / distinct:.2f} ms/distinct text")
+    subset = pairs[:args.accurate_pairs]
+    for label, middle in (("cascade without the middle stage", None),
+                          ("cascade, defaults", judge_model.middle_gate("accurate"))):
+        cold()
+        with measured() as total:
+            decided = judge_model.predict(subset, judge_model.load(), gate=judge_model.gate("accurate", cascade=True),
+                                          middle=middle)
+        ms_per_pair[label] = 1000 * total.seconds / len(subset)
+        stages = {stage: sum(d.stage == stage for d in decided) for stage in ("exact", "fast", "middle", "accurate")}
+        print(f"{total.line(f'end to end (predict, accurate {label}, {len(subset)} pairs)')}; "
+              f"{1000 * total.seconds / len(subset):.3f} ms/pair; pairs per stage {stages}")
     model = judge_model.load("fast")
 
     cold()
@@ -122,7 +134,10 @@ def main() -> None:
                1000 * embed_only.seconds / len(pairs), "WordLlama embedding of the pairs' distinct texts alone"),
         Result(f"accurate judge end to end, cold, {min(args.accurate_pairs, len(pairs))} pairs",
                ms_per_pair["accurate"], "ms/pair", ms_per_pair["fast on the accurate's pairs"],
-               "the fast judge on the same pairs")])
+               "the fast judge on the same pairs"),
+        Result(f"accurate cascade (defaults) end to end, cold, {min(args.accurate_pairs, len(pairs))} pairs",
+               ms_per_pair["cascade, defaults"], "ms/pair", ms_per_pair["cascade without the middle stage"],
+               "the cascade without its middle stage on the same pairs")])
 
 
 

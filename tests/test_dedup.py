@@ -229,9 +229,9 @@ def test_pairs_the_gate_calls_clearly_independent_cost_no_e5_pass(neo4j, instanc
 
 
 def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, tenant):
-    """The judge cascade in a run: each pair judged is counted by the stage that answered it, and
-    the accurate stage's pairs by whether it changed what the fast model alone would have said; a
-    rerun judges nothing, so every stage counts zero."""
+    """The judge cascade in a run: each pair judged is counted by the stage that answered it (exact,
+    fast, middle, accurate), and the later stages' pairs by whether they changed what the stage
+    before them alone would have said; a rerun judges nothing, so every stage counts zero."""
     from mem_assets.dedup import offline_judge_model as judge_model
 
     texts = ["The user likes green tea.", "The user no longer drinks green tea.",
@@ -243,14 +243,16 @@ def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, ten
     pairs = result.output_for_node("dedup_candidates")
     older_first = [tuple(sorted((a, b), key=texts.index)) for a, b in zip(pairs.left_text, pairs.right_text,
                                                                             strict=True)]
-    expected = judge_model.predict(older_first, gate=judge_model.gate("accurate", cascade=True), band=0.15)
-    counts = {stage: sum(d.stage == stage for d in expected) for stage in ("exact", "fast", "accurate")}
+    expected = judge_model.predict(older_first, gate=judge_model.gate("accurate", cascade=True), band=0.15,
+                                   middle=judge_model.middle_gate("accurate"))
+    counts = {stage: sum(d.stage == stage for d in expected) for stage in ("exact", "fast", "middle", "accurate")}
     assert {stage: judged[f"pairs_{stage}_stage"] for stage in counts} == counts
-    assert sum(counts.values()) == judged["pairs"] == len(frame) and counts["accurate"] >= 1
-    assert judged["accurate_stage_changed"] == sum(d.stage == "accurate" and d.fast_label != d.label
+    assert sum(counts.values()) == judged["pairs"] == len(frame) and counts["middle"] + counts["accurate"] >= 1
+    assert judged["middle_stage_changed"] == sum(d.stage == "middle" and d.fast_label != d.label for d in expected)
+    assert judged["accurate_stage_changed"] == sum(d.stage == "accurate" and (d.middle_label or d.fast_label) != d.label
                                                    for d in expected)
     rerun = metadata(run_dedup(neo4j, tenant, instance), "relation_judgments")
-    assert (rerun["pairs_exact_stage"], rerun["pairs_fast_stage"], rerun["pairs_accurate_stage"]) == (0, 0, 0)
+    assert [rerun[f"pairs_{stage}_stage"] for stage in counts] == [0, 0, 0, 0]
 
 
 def test_a_new_repeat_of_a_merged_node_is_compared_with_the_merged_node(neo4j, instance, tenant):

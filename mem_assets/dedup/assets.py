@@ -165,6 +165,7 @@ def relation_judgments(context: dg.AssetExecutionContext, dedup_candidates: pd.D
         "pairs_gated": report.pairs_gated,
         "pairs_guarded": report.pairs_guarded,
         **{f"pairs_{stage}_stage": report.cascade.get(stage, 0) for stage in get_args(CascadeStage)},
+        "middle_stage_changed": report.middle_changed,
         "accurate_stage_changed": report.accurate_changed,
         "cross_encoder_pair_orders": report.cross_encoded,
         **model_passes.metadata(started),

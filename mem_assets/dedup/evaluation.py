@@ -129,8 +129,8 @@ def evaluate(rows: Iterable[dict], embedder: EmbedderResource, judge: JudgeResou
         "pairs_routed_to_llm": sum(j.routed for j in judgments),
         "decided_by_llm": sum(j.stage == "llm" and not (j.failed or j.deferred) for j in judgments),
         "pairs_by_stage": {stage: sum(j.cascade == stage for j in judgments) for stage in get_args(CascadeStage)},
-        "accurate_stage_changed": sum(j.cascade == "accurate" and j.fast_label not in (None, j.label)
-                                      for j in judgments),
+        "middle_stage_changed": sum(j.cascade == "middle" and j.changed for j in judgments),
+        "accurate_stage_changed": sum(j.cascade == "accurate" and j.changed for j in judgments),
         "threshold": threshold,
         "top_k": top_k,
         "embedder": type(embedder).__name__,

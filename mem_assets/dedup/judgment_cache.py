@@ -52,13 +52,17 @@ class JudgingReport:
     vectors_skipped: int = 0
     """Texts of judged pairs no e5 pass was needed for: only pairs the judge's gate closed read them."""
     pairs_gated: int = 0
-    """Pairs the fast stage of the offline judge's cascade answered (clearly independent, repeat or contradiction)."""
+    """Pairs a cheaper stage of the offline judge's cascade answered (fast or middle: clearly independent,
+    repeat or contradiction)."""
     pairs_guarded: int = 0
     """Distinct pairs whose merge or supersede a resolution guard turned independent."""
     cascade: dict[str, int] = field(default_factory=dict)
-    """Distinct pairs judged this run by the offline cascade's stage that answered (exact / fast / accurate)."""
+    """Distinct pairs judged this run by the offline cascade's stage that answered (exact / fast / middle / accurate)."""
+    middle_changed: int = 0
+    """Pairs the middle stage answered otherwise than the fast model alone would have."""
     accurate_changed: int = 0
-    """Pairs the accurate stage decided otherwise than the fast model alone would have."""
+    """Pairs the accurate stage decided otherwise than the stage before it alone would have (the
+    middle model; the fast one without a middle stage)."""
     cross_encoded: int = 0
     """Pair orders (older, newer and back) the accurate judge's Chinese cross-encoder read."""
     vectors_to_store: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
@@ -173,8 +177,8 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                            pairs_guarded=report_guarded,
                            cascade={stage: sum(v.cascade == stage for v in fresh.values())
                                     for stage in get_args(CascadeStage)},
-                           accurate_changed=sum(v.cascade == "accurate" and v.fast_label is not None
-                                                and v.fast_label != v.label for v in fresh.values()),
+                           middle_changed=sum(v.cascade == "middle" and v.changed for v in fresh.values()),
+                           accurate_changed=sum(v.cascade == "accurate" and v.changed for v in fresh.values()),
                            decided={stage: sum(v.stage == stage for v in done.values()) for stage in get_args(Stage)},
                            pairs_routed=sum(verdict.routed for verdict in fresh.values()),
                            llm_changed=sum(v.routed and v.stage == "llm" and (v.label != "independent") != v.doubtful

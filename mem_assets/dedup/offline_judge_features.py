@@ -638,6 +638,15 @@ class PairFeaturizer:
             self._prepare([t for pair in pairs for t in pair])
             return np.array([self._row(a, b) for a, b in pairs], dtype=np.float64)
 
+    def deep_rows(self, pairs: Sequence[tuple[str, str]], cheap: np.ndarray) -> np.ndarray:
+        """``FEATURE_NAMES`` + ``DEEP_FEATURE_NAMES`` rows from the ``cheap`` rows of the same
+        ``pairs``: e5 only (vectors made here are kept, so ``with_deep`` does not embed again)."""
+        if self._deep is None:
+            raise ValueError("a featurizer without a deep embedder makes no deep rows")
+        if not pairs:
+            return np.zeros((0, len(FEATURE_NAMES) + len(DEEP_FEATURE_NAMES)))
+        return np.hstack([cheap, self._deep_columns(pairs, cheap)])
+
     def with_deep(self, pairs: Sequence[tuple[str, str]], cheap: np.ndarray) -> np.ndarray:
         """Full rows from the ``cheap`` rows of the same ``pairs`` (embeds their texts with ``deep``
         and ``aligned``)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from pathlib import Path
 
@@ -61,6 +61,14 @@ CASCADES: dict[ModelKind, tuple[float | None, float | None]] = {"accurate": (Non
 least the first bound) or a contradiction (P(contradictory) at least the second) gets that label
 without the accurate stage; None: that side is off. Chosen out of fold on the training pairs
 (``research/studies/judge_cascade_rule.md``)."""
+
+MIDDLES: dict[ModelKind, tuple[ModelKind, float | None, float | None, float | None]] = {}
+"""The cascade's middle stage: for a pair the fast gate left open, the middle model (trees over
+``FEATURE_NAMES`` + ``DEEP_FEATURE_NAMES``: the pair's e5 vectors, no bge-small, no
+cross-encoder) answers independent when P(redundant) and P(contradictory) are both under the
+first bound, redundant from the second, contradictory from the third (None: that side is off);
+only the rest pay the accurate stage. Chosen out of fold on the training pairs
+(``research/studies/judge_middle_rule.md``)."""
 
 def model_file(kind: ModelKind = "accurate") -> Path:
     return MODEL_DIR / f"{MODEL_NAMES[kind]}.json"
@@ -201,8 +209,9 @@ def redundant_thresholds(thresholds: Mapping[str, float], chinese: np.ndarray) -
 
 @dataclass(frozen=True)
 class Gate:
-    """The cheap stage of a cascade: a cheaper ``model`` (over ``FEATURE_NAMES`` only) answers the
-    pairs it is sure of, the costly model's features are made only for the rest. Pairs it calls
+    """A cheaper stage of a cascade: a cheaper ``model`` (the fast model over ``FEATURE_NAMES``, or
+    the middle one that adds ``DEEP_FEATURE_NAMES``) answers the pairs it is sure of, the costly
+    model's features (``skipped``) are made only for the rest. Pairs it calls
     clearly independent — both P(redundant) and P(contradictory) under ``below`` — are
     independent; with ``redundant_from`` / ``contradictory_from`` (the cascade's other side), a
     pair whose P(redundant) (and at least its P(contradictory)) or P(contradictory) reaches it
@@ -214,6 +223,7 @@ class Gate:
     below: float
     redundant_from: float | None = None
     contradictory_from: float | None = None
+    skipped: str = "e5"
 
     @property
     def fingerprint(self) -> str:
@@ -243,10 +253,11 @@ class Gate:
         r, c = (float(row[self.model.classes.index(k)]) for k in ("redundant", "contradictory"))
         said = f"gated by {self.name}: P(redundant) = {r:.3f}, P(contradictory) = {c:.3f}"
         if label == "redundant":
-            return f"{said}, P(redundant) at least {self.redundant_from}: clearly a repeat, e5 not read"
+            return f"{said}, P(redundant) at least {self.redundant_from}: clearly a repeat, {self.skipped} not read"
         if label == "contradictory":
-            return f"{said}, P(contradictory) at least {self.contradictory_from}: clearly a contradiction, e5 not read"
-        return f"{said}, both under {self.below}: clearly independent, e5 not read"
+            return (f"{said}, P(contradictory) at least {self.contradictory_from}: clearly a contradiction, "
+                    f"{self.skipped} not read")
+        return f"{said}, both under {self.below}: clearly independent, {self.skipped} not read"
 
 
 @dataclass(frozen=True)
@@ -262,10 +273,15 @@ class Decision:
     near_probability: float | None = None
     stage: CascadeStage = "accurate"
     """Which stage of the cascade answered: ``exact`` (equal texts), ``fast`` (the gate's model
-    was sure) or ``accurate`` (the model itself; also without a gate)."""
+    was sure), ``middle`` (the middle gate's model was sure) or ``accurate`` (the model itself;
+    also without a gate)."""
     fast_label: Label | None = None
-    """For a pair the ``accurate`` stage decided behind a gate: what the gate's model alone would
-    have said at its own thresholds (so a run can count what the accurate stage changed)."""
+    """For a pair a later stage (``middle`` or ``accurate``) decided behind a gate: what the
+    gate's model alone would have said at its own thresholds (so a run can count what a later
+    stage changed)."""
+    middle_label: Label | None = None
+    """For a pair the ``accurate`` stage decided behind the middle gate: what the middle model
+    alone would have said at its own thresholds."""
     doubtful: bool = False
     """Decided redundant or contradictory, but within the review band above its threshold."""
 
@@ -315,6 +331,16 @@ def load(kind: ModelKind = "accurate") -> JudgeModel:
 
 
 @cache
+def middle_gate(kind: ModelKind = "accurate") -> Gate | None:
+    """The shipped middle stage of model ``kind``'s cascade (``MIDDLES``), if it has one."""
+    if kind not in MIDDLES:
+        return None
+    middle_kind, below, redundant_from, contradictory_from = MIDDLES[kind]
+    return Gate(load(middle_kind), MODEL_NAMES[middle_kind], 0.0 if below is None else below, redundant_from,
+                contradictory_from, skipped="bge-small and the cross-encoder")
+
+
+@cache
 def gate(kind: ModelKind = "accurate", cascade: bool = False) -> Gate | None:
     """The shipped gate in front of model ``kind`` (``GATES``), if it has one; with ``cascade``,
     with its sure-repeat and sure-contradiction sides too (``CASCADES``)."""
@@ -348,7 +374,8 @@ def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.nd
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             features_of: PairFeaturizer | None = None, gate: Gate | None = None,
-            band: float = 0.0, reach: Mapping[str, float] | None = None) -> list[Decision]:
+            band: float = 0.0, reach: Mapping[str, float] | None = None,
+            middle: Gate | None = None) -> list[Decision]:
     """Label (older, newer) text pairs with the shipped model.
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
     ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: the pairs
@@ -356,7 +383,10 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
     are not embedded for them); the others record what the gate's model alone would have said. ``band``: a pair the model leaves independent within this of a threshold is marked
     ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent.
     ``reach``: by label, the share of the room above its threshold within which a decision of the
-    model is ``doubtful`` (``JudgeModel.doubts``); None: none is."""
+    model is ``doubtful`` (``JudgeModel.doubts``); None: none is. ``middle`` (a gate over the cheap
+    and e5 columns, ``middle_gate``): of the pairs the gate left open, those it is sure of are
+    answered without the model's bge-small and cross-encoder features; the others record what its
+    model alone would have said."""
     model = model or load()
     decided: list[Decision | None] = [
         Decision("redundant", 1.0, stage="exact") if normalize_text(a) == normalize_text(b) else None
@@ -380,6 +410,9 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
                                           gate.reason(gated[i], label), "fast")
             opened = np.array([i for i, label in enumerate(answers) if label is None], dtype=np.int64)
             fast_labels = [label for label, _ in gate.model.decide(gated, both_chinese(cheap[:count]))]
+        middle_labels: dict[int, Label] = {}
+        if middle is not None and len(opened):
+            opened, middle_labels = _middle_stage(rest, cheap, opened, features_of, middle, fast_labels, judged)
         if len(opened):
             subset = [rest[i] for i in opened]
             features = features_of.with_deep([*subset, *((b, a) for a, b in subset)],
@@ -392,19 +425,49 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             decisions = model.decide(probabilities, chinese)
             doubts = model.doubts(decisions, reach or {}, chinese)
             for k, (i, (label, p)) in enumerate(zip(opened, decisions, strict=True)):
-                fast = fast_labels[i]
-                dated = (label != "independent" or fast not in (None, "independent")) and dated_events(*rest[i])
+                fast, mid = fast_labels[i], middle_labels.get(int(i))
+                dated = (label != "independent" or fast not in (None, "independent")
+                         or mid not in (None, "independent")) and dated_events(*rest[i])
                 fast = "independent" if dated and fast is not None else fast
+                mid = "independent" if dated and mid is not None else mid
                 if label != "independent" and dated:
-                    judged[i] = _decision(label, p, float(probabilities[k, independent]), True, None, stage, fast)
+                    judged[i] = replace(_decision(label, p, float(probabilities[k, independent]), True, None, stage,
+                                                  fast), middle_label=mid)
                 elif label == "independent" and near[k] is not None:
                     judged[i] = Decision(label, p, near=near[k][0], near_probability=round(near[k][1], 4),
-                                         stage=stage, fast_label=fast)
+                                         stage=stage, fast_label=fast, middle_label=mid)
                 else:
-                    judged[i] = Decision(label, p, stage=stage, fast_label=fast, doubtful=doubts[k])
+                    judged[i] = Decision(label, p, stage=stage, fast_label=fast, doubtful=doubts[k],
+                                         middle_label=mid)
         remaining = iter(judged)
         decided = [known or next(remaining) for known in decided]
     return decided  # type: ignore[return-value]
+
+
+def _middle_stage(rest: Sequence[tuple[str, str]], cheap: np.ndarray, opened: np.ndarray,
+                  features_of: PairFeaturizer, middle: Gate, fast_labels: Sequence[Label | None],
+                  judged: list[Decision | None]) -> tuple[np.ndarray, dict[int, Label]]:
+    """The middle stage over the ``opened`` rows of ``rest``: fills ``judged`` where ``middle`` is
+    sure; returns the rows still open and, for them, the middle model's own label."""
+    count, subset = len(rest), [rest[i] for i in opened]
+    rows = features_of.deep_rows([*subset, *((b, a) for a, b in subset)],
+                                 cheap[np.concatenate([opened, opened + count])])
+    probabilities = middle.model.pair_probabilities(rows[:len(subset)], rows[len(subset):])
+    own = middle.model.decide(probabilities, both_chinese(rows[:len(subset)]))
+    still, labels = [], {}
+    for k, (i, label) in enumerate(zip(opened, middle.answers(probabilities), strict=True)):
+        if label is None:
+            still.append(int(i))
+            labels[int(i)] = own[k][0]
+            continue
+        p, dated = float(probabilities[k, middle.model.classes.index(label)]), False
+        fast = fast_labels[i]
+        if label != "independent" or fast not in (None, "independent"):
+            dated = dated_events(*rest[i])
+        judged[i] = _decision(label, p, float(probabilities[k, middle.model.classes.index("independent")]),
+                              dated and label != "independent", middle.reason(probabilities[k], label), "middle",
+                              "independent" if dated and fast is not None else fast)
+    return np.array(still, dtype=np.int64), labels
 
 
 def _decision(label: Label, p: float, independent: float, dated: bool, gated: str | None,

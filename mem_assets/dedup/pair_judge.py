@@ -66,7 +66,9 @@ class Judgment:
     ``stage``: who decided the label; ``routed``: the pair was sent to the LLM (``RoutedJudge``);
     ``over_budget``: deferred because the run's LLM budget was spent. ``cascade``: which stage of
     the offline judge's cascade answered (None: not the offline judge); ``fast_label``: for a pair
-    its accurate stage decided, what the fast stage alone would have said."""
+    a later stage (middle or accurate) decided, what the fast stage alone would have said;
+    ``middle_label``: for a pair the accurate stage decided behind the middle stage, what the
+    middle stage alone would have said."""
 
     label: Label
     reason: str
@@ -81,6 +83,15 @@ class Judgment:
     cascade: CascadeStage | None = None
     fast_label: Label | None = None
     doubtful: bool = False
+    middle_label: Label | None = None
+
+    @property
+    def changed(self) -> bool:
+        """A later stage of the offline cascade decided otherwise than the stage before it would
+        have: the middle stage than the fast model, the accurate stage than the middle model (the
+        fast one without a middle stage)."""
+        before = self.fast_label if self.cascade == "middle" else self.middle_label or self.fast_label
+        return self.cascade in ("middle", "accurate") and before is not None and before != self.label
 
 
 @dataclass(frozen=True)
@@ -189,11 +200,13 @@ REQUESTS_PER_BATCH = 200
 class OfflineJudge(JudgeResource):
     """A shipped pair model (mem_assets/dedup/offline_judge_model.py: ``accurate`` or ``fast``), precision
     first; fuses by keeping the more informative text (``merging.informativeness``). ``gate``: the
-    model's cascade is used (``GATES``, ``CASCADES``: the accurate model decides only the pairs
-    the fast model is not sure of)."""
+    model's cascade is used (``GATES``, ``CASCADES``, ``MIDDLES``: the middle model reads only the
+    pairs the fast model is not sure of, the accurate model only those neither is sure of)."""
 
     model: ModelKind = "accurate"
     gate: bool = True
+    middle: bool = True
+    """With ``gate``: the cascade's middle stage (``MIDDLES``) runs; off only to compare with it."""
     models_dir: str = str(DEFAULT_MODELS_DIR)
     """Folder of the bge-small jars the accurate model reads (``MEMTEND_MODELS_DIR``)."""
     review_band: float = Field(default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0)
@@ -212,14 +225,19 @@ class OfflineJudge(JudgeResource):
 
         return judge_model.gate(self.model, cascade=True) if self.gate else None
 
+    def _middle(self) -> Gate | None:
+        from mem_assets.dedup import offline_judge_model as judge_model
+
+        return judge_model.middle_gate(self.model) if self.gate and self.middle else None
+
     @property
     def fingerprint(self) -> str:
         from mem_assets.dedup import offline_judge_model as judge_model
 
-        model, gate = judge_model.load(self.model), self._gate()
+        model, gate, middle = judge_model.load(self.model), self._gate(), self._middle()
         encoders = "".join(f"+{jar.fingerprint}" for jar in bge.JARS.values()) if model.aligned else ""
         return (f"offline-model:{model.fingerprint}{encoders}+{judge_model.OVERRULES}"
-                + (f"+{gate.fingerprint}" if gate else ""))
+                + (f"+{gate.fingerprint}" if gate else "") + (f"+middle:{middle.fingerprint}" if middle else ""))
 
     def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
         [judgments], usage = self._judge_batches([list(pairs)])
@@ -247,17 +265,18 @@ class OfflineJudge(JudgeResource):
                        vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         from mem_assets.dedup import offline_judge_model as judge_model
 
-        model, gate = judge_model.load(self.model), self._gate()
+        model, gate, middle = judge_model.load(self.model), self._gate(), self._middle()
         shared = judge_model.featurizer(model.deep, vectors.known if vectors else None, model.aligned,
                                         Path(self.models_dir), tuple(model.cross_encoders))
         results = []
         for pairs in batches:
             decided = judge_model.predict(pairs, model, shared, gate, self.review_band,
                                           {"redundant": self.confirm_merges,
-                                           "contradictory": self.confirm_supersedes})
+                                           "contradictory": self.confirm_supersedes}, middle)
             results.append([Judgment(d.label, d.reason, gated=d.gated is not None, near=d.near,
                                      near_probability=d.probability if d.doubtful else d.near_probability,
-                                     doubtful=d.doubtful, cascade=d.stage, fast_label=d.fast_label)
+                                     doubtful=d.doubtful, cascade=d.stage, fast_label=d.fast_label,
+                                     middle_label=d.middle_label)
                             for d in decided])
             if advance:
                 advance(len(pairs))

@@ -7,7 +7,8 @@
 fetched) and ``CROSS_FEATURE_NAMES`` (the cross-encoder of the pair's language:
 ``cross_encoder_training`` makes both first); ``fast`` (judge-v2) from ``FEATURE_NAMES`` only;
 ``middle`` (judge-mid-v1, the cascade's stage between them) from ``FEATURE_NAMES`` and
-``DEEP_FEATURE_NAMES``, with the accurate recipe's tree parameters and no step 4.
+``DEEP_FEATURE_NAMES``, with the accurate recipe's tree parameters, one shuffle in step 2
+(``MIDDLE_SHUFFLES``) and no step 4.
 
 1. Features of every training pair (``pair_features``), in both orders. A training pair's
    cross-encoder columns are its out-of-fold probabilities (``CROSS_OOF_FILES``, one per language):
@@ -81,6 +82,9 @@ REAL_WRONG_MERGE_BUDGET = 0.033
 """Wrong merges allowed on the 640 real-conversation training pairs: judge-v7's rate (21)."""
 GRID = np.round(np.arange(0.30, 0.99, 0.02), 2)
 SHUFFLES = (0, 1, 2)
+MIDDLE_SHUFFLES = (0,)
+"""The middle model's thresholds only say what it alone would decide (the cascade reads its
+probabilities against the middle gate's bounds, ``MIDDLES``): one shuffle of folds is enough."""
 EASY_NEGATIVES = 1500
 PARAMS = {"accurate": {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                        "min_samples_leaf": 10, "random_state": 0},
@@ -211,7 +215,8 @@ def _scores(truth: np.ndarray, predicted: np.ndarray) -> dict:
 
 
 def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
-                   featurizer: PairFeaturizer, params: dict) -> tuple[dict, list[np.ndarray]]:
+                   featurizer: PairFeaturizer, params: dict,
+                   shuffles: Sequence[int] = SHUFFLES) -> tuple[dict, list[np.ndarray]]:
     """Thresholds chosen on the pooled out-of-fold probabilities, and those probabilities (one
     array per shuffle)."""
     truth = np.array([r["label"] for r in rows])
@@ -219,7 +224,7 @@ def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
     candidate = features[:, FEATURE_NAMES.index("sem_cos")] >= WORDLLAMA_THRESHOLD
     exact = np.array([normalize_text(r["a"]) == normalize_text(r["b"]) for r in rows])
     runs = []
-    for seed in SHUFFLES:
+    for seed in shuffles:
         probabilities = np.zeros((len(rows), len(CLASSES)))
         for fit_rows, test_rows in GroupKFold(5, shuffle=True, random_state=seed).split(features, truth, groups):
             negatives = easy_negatives([rows[i] for i in fit_rows], featurizer, seed)
@@ -227,7 +232,7 @@ def cross_validate(rows: list[dict], features: np.ndarray, swapped: np.ndarray,
             probabilities[test_rows] = symmetrize(model.predict_proba(features[test_rows]),
                                                   model.predict_proba(swapped[test_rows]), CLASSES)
         runs.append(_as_pipeline(probabilities, candidate, exact))
-    return choose_thresholds(np.vstack(runs), np.tile(truth, len(SHUFFLES))), runs
+    return choose_thresholds(np.vstack(runs), np.tile(truth, len(shuffles))), runs
 
 
 def cv_scores(rows: list[dict], runs: list[np.ndarray], thresholds: dict, chinese: np.ndarray) -> dict:
@@ -238,7 +243,7 @@ def cv_scores(rows: list[dict], runs: list[np.ndarray], thresholds: dict, chines
         predicted = apply_model_thresholds(probabilities, thresholds, chinese)
         per_run.append({"all": _scores(truth, predicted), **{
             lang: _scores(truth[languages == lang], predicted[languages == lang]) for lang in ("en", "zh")}})
-    return {"folds": 5, "shuffles": len(SHUFFLES), "wrong_budget": WRONG_BUDGET, "runs": per_run}
+    return {"folds": 5, "shuffles": len(runs), "wrong_budget": WRONG_BUDGET, "runs": per_run}
 
 
 def pipeline_probabilities(model: GradientBoostingClassifier, rows: list[dict],
@@ -311,7 +316,8 @@ def train(train_file: Path = TRAIN_FILE, kind: ModelKind = "accurate",
     accurate = kind == "accurate"
     featurizer, features, swapped = training_features(rows, kind, models_dir)
     truth = np.array([r["label"] for r in rows])
-    thresholds, runs = cross_validate(rows, features, swapped, featurizer, PARAMS[kind])
+    thresholds, runs = cross_validate(rows, features, swapped, featurizer, PARAMS[kind],
+                                      MIDDLE_SHUFFLES if kind == "middle" else SHUFFLES)
     model = _fit(features, swapped, truth, easy_negatives(rows, featurizer, 0), PARAMS[kind])
     if list(model.classes_) != CLASSES:
         raise RuntimeError(f"unexpected classes {model.classes_}")

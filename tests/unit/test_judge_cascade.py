@@ -6,6 +6,7 @@ model alone would have said, and the bounds are part of the judge's fingerprint.
 from __future__ import annotations
 
 import dataclasses
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ from mem_assets.dedup import offline_judge_model as judge_model
 from mem_assets.dedup.judgment_cache import judge_pairs
 from mem_assets.dedup.offline_judge_features import PairFeaturizer, dated_events
 from mem_assets.dedup.pair_judge import OfflineJudge
+from mem_assets.dedup.relations import CascadeStage
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.settings import DEFAULT_MODELS_DIR
@@ -104,8 +106,10 @@ def test_the_judging_report_counts_pairs_per_stage_and_what_the_accurate_stage_c
     report = judge_pairs(frame, judge, lambda keys: {}, stored_vectors=lambda ids: {})
     judged, _ = judge.judge_pairs(pairs)
     stages = [j.cascade for j in judged]
-    assert report.cascade == {stage: stages.count(stage) for stage in ("exact", "fast", "accurate")}
+    assert report.cascade == {stage: stages.count(stage) for stage in get_args(CascadeStage)}
     assert report.cascade["exact"] == 1 and report.cascade["fast"] >= 1
-    assert report.accurate_changed == sum(j.cascade == "accurate" and j.fast_label != j.label for j in judged)
+    assert report.middle_changed == sum(j.cascade == "middle" and j.fast_label != j.label for j in judged)
+    assert report.accurate_changed == sum(j.cascade == "accurate" and (j.middle_label or j.fast_label) != j.label
+                                          for j in judged)
     fast_judge, _ = OfflineJudge(model="fast").judge_pairs(pairs)
     assert {j.cascade for j in fast_judge} == {"exact", "fast"}
