@@ -104,8 +104,9 @@ class Settings(BaseSettings):
                     "fast: static word vectors only (~0.5 ms per pair, lower recall).")
     judge_gate: bool = Field(
         default=True, validation_alias=_env("MEMTEND_JUDGE_GATE"),
-        description="accurate judge: pairs the fast model calls clearly independent are answered "
-                    "independent without e5 (fewer e5 passes, a little recall); false: e5 for every pair.")
+        description="accurate judge as a cascade: pairs the fast model calls clearly independent are answered "
+                    "without e5; of the rest, those the middle model (e5 features) is sure of without bge-small "
+                    "and the cross-encoder; false: every model for every pair.")
     topic_e5_languages: str = Field(
         default="none", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
         description="Languages whose topics are placed in plain multilingual-e5-small space (each memory "
