@@ -6,12 +6,14 @@ what the stage before it would have said; the bounds are part of the judge's fin
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 
 import numpy as np
 
 from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
 from mem_assets.dedup import offline_judge_model as judge_model
-from mem_assets.dedup.offline_judge_features import PairFeaturizer, dated_events
+from mem_assets.dedup.offline_judge_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer, dated_events
 from mem_assets.dedup.pair_judge import Judgment, OfflineJudge
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
@@ -53,6 +55,9 @@ def test_the_shipped_middle_stage_is_part_of_the_fingerprint():
     if shipped is None:
         assert "middle:" not in OfflineJudge().fingerprint
         return
+    raw = judge_model.model_file("middle").read_bytes()
+    assert hashlib.sha256(raw).hexdigest()[:16] in OfflineJudge().fingerprint, "retraining it judges pairs again"
+    assert json.loads(raw)["features"] == list(FEATURE_NAMES + DEEP_FEATURE_NAMES)
     assert shipped.name == "judge-mid-v1" and judge_model.load("middle").deep
     assert not judge_model.load("middle").aligned and not judge_model.load("middle").cross
     assert OfflineJudge().fingerprint.endswith(f"+middle:{shipped.fingerprint}")
