@@ -235,7 +235,7 @@ def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, ten
     from mem_assets.dedup import offline_judge_model as judge_model
 
     texts = ["The user likes green tea.", "The user no longer drinks green tea.",
-             "The user likes hiking in the mountains."]
+             "The user likes hiking in the mountains.", "The user enjoys hiking in the great outdoors."]
     write_items(neo4j, tenant, texts)
     result = run_dedup(neo4j, tenant, instance)
     judged = metadata(result, "relation_judgments")
@@ -247,7 +247,7 @@ def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, ten
                                    middle=judge_model.middle_gate("accurate"))
     counts = {stage: sum(d.stage == stage for d in expected) for stage in ("exact", "fast", "middle", "accurate")}
     assert {stage: judged[f"pairs_{stage}_stage"] for stage in counts} == counts
-    assert sum(counts.values()) == judged["pairs"] == len(frame) and counts["middle"] + counts["accurate"] >= 1
+    assert sum(counts.values()) == judged["pairs"] == len(frame) and counts["middle"] >= 1 and counts["accurate"] >= 1
     assert judged["middle_stage_changed"] == sum(d.stage == "middle" and d.fast_label != d.label for d in expected)
     assert judged["accurate_stage_changed"] == sum(d.stage == "accurate" and (d.middle_label or d.fast_label) != d.label
                                                    for d in expected)
