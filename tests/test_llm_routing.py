@@ -172,6 +172,11 @@ def test_settings_default_to_routing_with_a_budget(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("MEMTEND_LLM", "openai")
     routed = build_judge(Settings(), in_dagster=False)
     assert isinstance(routed, RoutedJudge) and routed.llm_budget == (1000, 2_000_000)
+    assert not routed.offline.middle, "the confirmation reach reads the accurate stage: no middle stage"
+    monkeypatch.setenv("MEMTEND_LLM", "offline")
+    offline = build_judge(Settings(), in_dagster=False)
+    assert isinstance(offline, OfflineJudge) and offline.middle
+    monkeypatch.setenv("MEMTEND_LLM", "openai")
     monkeypatch.setenv("MEMTEND_LLM_ROUTE", "ALL")
     monkeypatch.setenv("MEMTEND_LLM_MAX_CALLS_PER_RUN", "0")
     every = build_judge(Settings(), in_dagster=False)
