@@ -105,8 +105,12 @@ class Settings(BaseSettings):
     judge_gate: bool = Field(
         default=True, validation_alias=_env("MEMTEND_JUDGE_GATE"),
         description="accurate judge as a cascade: pairs the fast model calls clearly independent are answered "
-                    "without e5; of the rest, those the middle model (e5 features) is sure of without bge-small "
-                    "and the cross-encoder; false: every model for every pair.")
+                    "without e5; false: every model for every pair.")
+    judge_middle: bool = Field(
+        default=False, validation_alias=_env("MEMTEND_JUDGE_MIDDLE"),
+        description="with the gate and no LLM: pairs the middle model (judge-mid-v1, e5 features) is sure of "
+                    "are answered without bge-small and the cross-encoder (~19 % less judging time; "
+                    "contradictory F1 0.827 -> 0.820 on hand-written held-out pairs).")
     topic_e5_languages: str = Field(
         default="none", validation_alias=_env("MEMTEND_TOPIC_E5_LANGUAGES"),
         description="Languages whose topics are placed in plain multilingual-e5-small space (each memory "

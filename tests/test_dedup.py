@@ -229,15 +229,16 @@ def test_pairs_the_gate_calls_clearly_independent_cost_no_e5_pass(neo4j, instanc
 
 
 def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, tenant):
-    """The judge cascade in a run: each pair judged is counted by the stage that answered it (exact,
-    fast, middle, accurate), and the later stages' pairs by whether they changed what the stage
-    before them alone would have said; a rerun judges nothing, so every stage counts zero."""
+    """The judge cascade in a run (its middle stage switched on): each pair judged is counted by
+    the stage that answered it (exact, fast, middle, accurate), and the later stages' pairs by
+    whether they changed what the stage before them alone would have said; a rerun judges
+    nothing, so every stage counts zero."""
     from mem_assets.dedup import offline_judge_model as judge_model
 
     texts = ["The user likes green tea.", "The user no longer drinks green tea.",
              "The user likes hiking in the mountains.", "The user enjoys hiking in the great outdoors."]
     write_items(neo4j, tenant, texts)
-    result = run_dedup(neo4j, tenant, instance)
+    result = run_dedup(neo4j, tenant, instance, judge=OfflineJudge(middle=True))
     judged = metadata(result, "relation_judgments")
     frame = result.output_for_node("relation_judgments")
     pairs = result.output_for_node("dedup_candidates")
@@ -251,7 +252,7 @@ def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, ten
     assert judged["middle_stage_changed"] == sum(d.stage == "middle" and d.fast_label != d.label for d in expected)
     assert judged["accurate_stage_changed"] == sum(d.stage == "accurate" and (d.middle_label or d.fast_label) != d.label
                                                    for d in expected)
-    rerun = metadata(run_dedup(neo4j, tenant, instance), "relation_judgments")
+    rerun = metadata(run_dedup(neo4j, tenant, instance, judge=OfflineJudge(middle=True)), "relation_judgments")
     assert [rerun[f"pairs_{stage}_stage"] for stage in counts] == [0, 0, 0, 0]
 
 

@@ -175,7 +175,12 @@ def test_settings_default_to_routing_with_a_budget(monkeypatch: pytest.MonkeyPat
     assert not routed.offline.middle, "the confirmation reach reads the accurate stage: no middle stage"
     monkeypatch.setenv("MEMTEND_LLM", "offline")
     offline = build_judge(Settings(), in_dagster=False)
-    assert isinstance(offline, OfflineJudge) and offline.middle
+    assert isinstance(offline, OfflineJudge) and not offline.middle, "the middle stage is opt-in"
+    monkeypatch.setenv("MEMTEND_JUDGE_MIDDLE", "true")
+    assert build_judge(Settings(), in_dagster=False).middle
+    monkeypatch.setenv("MEMTEND_LLM", "openai")
+    assert not build_judge(Settings(), in_dagster=False).offline.middle
+    monkeypatch.delenv("MEMTEND_JUDGE_MIDDLE")
     monkeypatch.setenv("MEMTEND_LLM", "openai")
     monkeypatch.setenv("MEMTEND_LLM_ROUTE", "ALL")
     monkeypatch.setenv("MEMTEND_LLM_MAX_CALLS_PER_RUN", "0")

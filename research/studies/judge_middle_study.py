@@ -186,7 +186,7 @@ def heldout() -> None:
     out = {}
     for path in HELDOUT:
         rows = read_pairs(path)
-        for name, judge in (("with", OfflineJudge()), ("without", OfflineJudge(middle=False))):
+        for name, judge in (("with", OfflineJudge(middle=True)), ("without", OfflineJudge(middle=False))):
             result = evaluate(rows, embedder, judge, default_threshold(embedder), 5)
             out[f"{path.parent.name}/{path.name} {name}"] = {
                 "redundant_f1": result["classes"]["redundant"]["f1"],
