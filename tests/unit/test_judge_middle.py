@@ -51,18 +51,18 @@ def test_the_middle_gate_answers_only_outside_its_band_on_every_side():
 
 
 def test_the_shipped_middle_stage_is_part_of_the_fingerprint():
+    """Switched on, the middle model's file is in the judge's fingerprint (retraining it judges
+    pairs again); off, the default, the fingerprint is the cascade's without it."""
     shipped = judge_model.middle_gate("accurate")
-    if shipped is None:
-        assert "middle:" not in OfflineJudge().fingerprint
-        return
     raw = judge_model.model_file("middle").read_bytes()
-    assert hashlib.sha256(raw).hexdigest()[:16] in OfflineJudge().fingerprint, "retraining it judges pairs again"
+    on = OfflineJudge(middle=True).fingerprint
+    assert hashlib.sha256(raw).hexdigest()[:16] in on
     assert json.loads(raw)["features"] == list(FEATURE_NAMES + DEEP_FEATURE_NAMES)
     assert shipped.name == "judge-mid-v1" and judge_model.load("middle").deep
     assert not judge_model.load("middle").aligned and not judge_model.load("middle").cross
-    assert OfflineJudge().fingerprint.endswith(f"+middle:{shipped.fingerprint}")
-    assert "middle:" not in OfflineJudge(middle=False).fingerprint
-    assert "middle:" not in OfflineJudge(gate=False).fingerprint
+    assert on.endswith(f"+middle:{shipped.fingerprint}")
+    assert "middle:" not in OfflineJudge().fingerprint
+    assert "middle:" not in OfflineJudge(middle=True, gate=False).fingerprint
     assert len({middle(0.05, 0.9, 0.8).fingerprint, middle(0.05, 0.91, 0.8).fingerprint,
                 middle(0.06, 0.9, 0.8).fingerprint}) == 3
     assert judge_model.middle_gate("fast") is None
