@@ -91,6 +91,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cache", type=Path, default=Path("/tmp/e5once"))
     parser.add_argument("--vectors-only", action="store_true")
+    parser.add_argument("--designs", default="a,b_zh", help="the tuned designs to grid")
+    parser.add_argument("--a-chosen", default="", help="(a)'s chosen place_similarity,place_margin when "
+                        "(a) is not gridded in this run (for (c))")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     sets = {name: read_items(ROOT / "research/data/eval" / path) for name, path in TUNING.items()}
@@ -122,16 +125,28 @@ def main() -> None:
                 and result["mean"]["placed"] >= today["mean"]["placed"] - 0.001 and worst >= -0.02)
 
     for design, slot in (("a", "passage"), ("b_zh", "zh")):
+        if design not in args.designs.split(","):
+            continue
         grid = []
         for sim, margin in itertools.product(SIMILARITIES, MARGINS):
-            result = run(slot, CrossParams(place_similarity=sim, place_margin=margin))
+            try:
+                result = run(slot, CrossParams(place_similarity=sim, place_margin=margin))
+            except ValueError as error:  # a placement failure is a result too (NOTES)
+                print(design, sim, margin, "failed:", error, flush=True)
+                grid.append({"place_similarity": sim, "place_margin": margin, "failed": str(error),
+                             "mean": {"purity": 0.0, "placed": 0.0}, "admissible": False})
+                continue
             grid.append({"place_similarity": sim, "place_margin": margin, **result,
                          "admissible": admissible(result)})
             print(design, sim, margin, json.dumps(result["mean"]), grid[-1]["admissible"], flush=True)
         best = max(grid, key=lambda g: (g["admissible"], g["mean"]["purity"], g["mean"]["placed"]))
         out[design] = {"grid": grid, "chosen": best}
         print(design, "chosen", json.dumps({k: v for k, v in best.items() if k != "grid"}), flush=True)
-    chosen_a = out["a"]["chosen"]  # type: ignore[index]
+    if "a" in out:
+        chosen_a = out["a"]["chosen"]  # type: ignore[index]
+    else:
+        sim, margin = (float(v) for v in args.a_chosen.split(","))
+        chosen_a = {"place_similarity": sim, "place_margin": margin, "admissible": True}
     cross_a = CrossParams(place_similarity=chosen_a["place_similarity"], place_margin=chosen_a["place_margin"])
     out["c"] = run("passage", cross_a, scramble=True)
     out["c"]["e5_share"] = round(sum(len(bilingual_rows(items)) for items in sets.values())  # type: ignore[index]
@@ -140,7 +155,7 @@ def main() -> None:
     out["b_off"]["admissible"] = admissible(out["b_off"])  # type: ignore[index]
     (args.cache / "study.json").write_text(json.dumps(out, indent=1))
     print("admissible:", {"b_off": out["b_off"]["admissible"],  # type: ignore[index]
-                          "b_zh": out["b_zh"]["chosen"]["admissible"],  # type: ignore[index]
+                          "b_zh": out["b_zh"]["chosen"]["admissible"] if "b_zh" in out else None,  # type: ignore[index]
                           "a": chosen_a["admissible"], "c": admissible(out["c"])}, flush=True)  # type: ignore[arg-type]
 
 
