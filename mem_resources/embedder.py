@@ -169,9 +169,9 @@ def e5_embed(texts: Sequence[str]) -> np.ndarray:
 
 @model_passes.counted("e5 query")
 def e5_query_embed(texts: Sequence[str]) -> np.ndarray:
-    """L2-normalised multilingual-e5-small ``query:`` vectors (384 floats); deterministic. Topic
-    placement compares Chinese memories in this space: on the labeled topic set, a Chinese memory's
-    nearest neighbour shares its theme 66 % of the time (passage vectors 62 %, WordLlama 35 %)."""
+    """L2-normalised multilingual-e5-small ``query:`` vectors (384 floats); deterministic. The
+    research studies compare spaces with it; the product's kept topic vector used it until
+    2026-12-05, when it took the judge's passage vector instead (one e5 pass per memory)."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     return normalize_rows(np.asarray(e5_model().query(list(texts)), dtype=np.float32).reshape(len(texts), 384))
@@ -180,7 +180,6 @@ def e5_query_embed(texts: Sequence[str]) -> np.ndarray:
 #: Stored-vector tags: a vector kept on a node names its space, so a change of model or prefix
 #: (or a rewritten text, see ``stored_vector_key``) makes it again.
 E5_PASSAGE_SPACE = "multilingual-e5-small/passage"
-E5_QUERY_SPACE = "multilingual-e5-small/query"
 
 
 def stored_vector_key(space: str, text: str) -> str:

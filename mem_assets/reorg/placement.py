@@ -76,10 +76,11 @@ class CrossParams:
     """A memory that fits no topic of its own language (after the first offer, and again what is
     left at the end, small groups included) joins the other language's nearest level-1 topic when
     their cosine in the shared space is at least ``place_similarity`` and beats that language's
-    other themes by ``place_margin``; it is then a member of that topic, in that topic's space."""
+    other themes by ``place_margin``; it is then a member of that topic, in that topic's space.
+    The defaults are the shipped ones, tuned for e5 passage cosines (research/studies/e5_once_rule.md)."""
 
-    place_similarity: float = 0.35
-    place_margin: float = 0.05
+    place_similarity: float = 0.40
+    place_margin: float = 0.08
 
 
 @dataclass(frozen=True)

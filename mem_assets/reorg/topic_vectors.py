@@ -12,11 +12,12 @@ that Chinese topics lived in plain e5 space (``MEMTEND_TOPIC_E5_LANGUAGES``, sti
 Each memory is run through each model at most once: its **kept vector** (``reorg_vector``: e5 ⊕
 English encoder ⊕ Chinese encoder, 1,280 floats — a memory may join the other language's topic,
 where its vector from that language's encoder counts), made only for the memories the placement
-cascade sends on (``cascade``), is stored on its node; its e5 part is the passage vector the dedup
-judge keeps (``judge_vector``), taken from there or stored there (``placement_plan.make_kept``).
-It is stored with ``reorg_vector_key``
-naming the models and a digest of the text it was made from: a vector whose key does not match — a
-merge rewrote the text, a model changed — is made again; later cycles read it back. Every topic's
+cascade sends on (``cascade``), is stored on its node. Its e5 part is the passage vector the dedup
+judge keeps (``judge_vector``): taken from there when the judge made it, else made and stored there
+too (``placement_plan.make_kept``), so dedup and placement run e5 once per memory between them.
+It is stored with ``reorg_vector_key`` naming the models and a digest of the text it was made
+from: a vector whose key does not match — a merge rewrote the text, a model changed, an e5
+``query:`` part kept before 2026-12-05 — is made again; later cycles read it back. Every topic's
 stored centroid names the space it is in (``reorg_centroid_space``); one of another space is
 recomputed from its members' vectors, never compared across spaces.
 """
@@ -33,18 +34,17 @@ from mem_assets.reorg.placement import CrossParams, PlacementParams
 from mem_assets.reorg.placement_thresholds import SHIPPED, PlacementThresholds
 from mem_assets.reorg.topic_encoder import ENCODERS, topic_encoder_embed
 from mem_resources.embedder import (
-    E5_QUERY_SPACE,
+    E5_PASSAGE_SPACE,
     EmbedderResource,
-    e5_query_embed,
+    e5_embed,
     normalize_rows,
     stored_vector_key,
 )
 
-#: The e5 space's stored-centroid tag: the ``query:`` vector. The passage vector the dedup judge
-#: keeps (``judge_vector``) would give one e5 pass for both stages, but placed worse on fresh3
-#: (0.683 -> 0.660) and fresh4 (0.609 -> 0.605): research/studies/placement_cascade_rule.md.
-E5_SPACE = E5_QUERY_SPACE
-#: Whether the kept vector's e5 part is the judge's (then read from and stored to ``judge_vector``).
+#: The e5 space's stored-centroid tag: the passage vector the dedup judge keeps (``judge_vector``),
+#: so one e5 pass serves both stages; the cross-language thresholds were re-tuned for its cosines
+#: (research/studies/e5_once_rule.md; ``query:``, a second pass, until 2026-12-05).
+E5_SPACE = E5_PASSAGE_SPACE
 E5_DIMENSION = 384
 #: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
 KEPT_MODEL = "+".join([E5_SPACE, *(model.name for model in ENCODERS.values())])
@@ -109,10 +109,15 @@ def is_encoder_space(space: str) -> bool:
     return space in _LANGUAGE_OF_SPACE
 
 
-def kept_embed(texts: Sequence[str]) -> np.ndarray:
-    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder."""
+def kept_embed(texts: Sequence[str], e5: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
+    """Kept vectors: e5 passage (``E5_SPACE``) ⊕ each language's topic encoder; ``e5``: passage
+    vectors already made (the judge's, kept on the node), None where there is none (made here)."""
     texts = list(texts)
-    parts = e5_query_embed(texts).reshape(len(texts), E5_DIMENSION)
+    known = list(e5) if e5 is not None else [None] * len(texts)
+    missing = [row for row, vector in enumerate(known) if vector is None]
+    for row, vector in zip(missing, e5_embed([texts[row] for row in missing]), strict=True):
+        known[row] = vector
+    parts = normalize_rows(np.array(known, dtype=np.float32).reshape(len(texts), E5_DIMENSION))
     return np.hstack([parts, *(topic_encoder_embed(texts, language) for language in ENCODERS)]).astype(np.float32)
 
 
@@ -197,20 +202,9 @@ def vector_key(text: str) -> str:
     return stored_vector_key(KEPT_MODEL, text)
 
 
-#: Before 2026-12-05 the kept vector's e5 part was the ``query:`` vector. Those vectors and the
-#: centroids made of them are still read as they are (in the encoder spaces e5 only carries
-#: cross-language offers), so an upgrade does not re-embed every placed memory at once; new
-#: vectors are made with the passage part.
-_LEGACY_KEPT_MODEL = "+".join([E5_QUERY_SPACE, *(model.name for model in ENCODERS.values())])
-_LEGACY_SPACES = {f"{model.name}+{E5_QUERY_SPACE}@{COMBINED_WEIGHT:g}": space
-                  for space, model in ((ENCODER_SPACES[lang], model) for lang, model in ENCODERS.items())}
-_LEGACY_SPACES[E5_QUERY_SPACE] = E5_SPACE
-
-
 def is_kept_key(key: str | None, text: str) -> bool:
-    """Whether a stored kept vector's key says it was made from ``text`` by the current models
-    (or by the same encoders with e5 ``query:``, read as is)."""
-    return key in (vector_key(text), stored_vector_key(_LEGACY_KEPT_MODEL, text))
+    """Whether a stored kept vector's key says it was made from ``text`` by the current models."""
+    return key == vector_key(text)
 
 
 def space_dimension(space: str, main_dimension: int) -> int:
@@ -223,8 +217,7 @@ def centroid_in_space(centroid: Sequence[float] | None, stored_space: str | None
                       main_dimension: int) -> np.ndarray | None:
     """A stored centroid usable in ``space``: same space (centroids written before spaces were
     named are the embedder's) and the space's dimension; else None (recompute from members)."""
-    stored_space = _LEGACY_SPACES.get(stored_space or MAIN_SPACE, stored_space or MAIN_SPACE)
-    if centroid is None or stored_space != space:
+    if centroid is None or (stored_space or MAIN_SPACE) != space:
         return None
     if len(centroid) != space_dimension(space, main_dimension):
         return None
