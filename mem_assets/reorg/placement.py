@@ -79,8 +79,8 @@ class CrossParams:
     other themes by ``place_margin``; it is then a member of that topic, in that topic's space.
     The defaults are the shipped ones, tuned for e5 passage cosines (research/studies/e5_once_rule.md)."""
 
-    place_similarity: float = 0.40
-    place_margin: float = 0.08
+    place_similarity: float = 0.35
+    place_margin: float = 0.14
 
 
 @dataclass(frozen=True)

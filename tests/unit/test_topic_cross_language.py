@@ -156,9 +156,9 @@ def test_the_shared_space_is_e5_and_the_combined_spaces_e5_half():
 def test_the_settings(tmp_path):
     assert Settings().topic_cross_language is True
     assert Settings(MEMTEND_TOPIC_CROSS_LANGUAGE="false").topic_cross_language is False
-    assert TopicVectorsResource().cross_params() == CROSS_PARAMS == CrossParams(place_similarity=0.40, place_margin=0.08)
+    assert TopicVectorsResource().cross_params() == CROSS_PARAMS == CrossParams(place_similarity=0.35, place_margin=0.14)
     path = tmp_path / "thresholds.json"
-    path.write_text('{"cross_language": {"place_similarity": 0.45}}', encoding="utf-8")
+    path.write_text('{"cross_language": {"place_similarity": 0.4}}', encoding="utf-8")
     assert Settings(MEMTEND_TOPIC_THRESHOLDS=str(path)).topic_thresholds == str(path)
     moved = TopicVectorsResource(thresholds_file=str(path)).cross_params()
-    assert (moved.place_similarity, moved.place_margin) == (0.45, CROSS_PARAMS.place_margin)
+    assert (moved.place_similarity, moved.place_margin) == (0.4, CROSS_PARAMS.place_margin)
