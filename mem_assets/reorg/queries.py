@@ -626,8 +626,8 @@ def topic_children(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> d
 
 
 def owed_summaries(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
-    """Activated topics written with an offline summary in place of the LLM's (over the run's
-    budget, or an unusable answer: ``reorg_summary_owed``), as plan rows need them: level,
+    """Activated topics written with an offline summary in place of the LLM's because the run's
+    budget was spent (``reorg_summary_owed``), as plan rows need them: level,
     language, centroid, counts, parent and activated children."""
     result = tx.run(
         f"""

@@ -14,10 +14,11 @@ keeps its summary and asks no model (a retried or repeated write, a plan an LLM 
 out of and back into), so names and summaries change only when membership does.
 
 With an LLM summarizer, summaries spend the run's budget (``SummarizerResource.run_budget``). A
-topic whose LLM summary was not had (budget spent, or an unusable answer) is written with the
-offline draft, no digest, and ``reorg_summary_owed``: the next run with budget names it again
-even if its membership did not change (action ``renamed``; a topic still owed then is left as it
-is), and a run with nothing new and nothing owed asks no model.
+topic the budget left without its LLM summary is written with the offline draft, no digest, and
+``reorg_summary_owed``: the next run with budget names it again even if its membership did not
+change (action ``renamed``; a topic still owed then is left as it is). An unusable answer is not
+owed: asking again each run would pay a model that cannot answer; the offline draft stands, with
+its digest, until the membership changes. A run with nothing new and nothing owed asks no model.
 """
 
 from __future__ import annotations
@@ -465,13 +466,14 @@ class _TypeContext:
                                                           self.writer.budget)
         self.writer.outcome.usage.add(usage)
         if summary is None:
-            self.owed.add(tid)
             if usage.deferred:
+                self.owed.add(tid)
                 self.writer.outcome.summaries_over_budget += 1
             else:
                 self.writer.outcome.llm_fallbacks += 1
                 self.writer.log.warning(f"Topic {tid} ({len(members)} memories): the summarizer's answer was "
-                                        "unusable; the offline summary is written instead, owed to the next run")
+                                        "unusable; the offline summary is written instead and kept until "
+                                        "the topic's membership changes")
             summary = draft
         if child_keys and summary.key in child_keys:
             summary = draft
