@@ -77,8 +77,7 @@ def _write_inbox(inbox: Path, tenants: list[str], memories: int, night: int) -> 
 @dataclass
 class RunFigures:
     """What a night's runs recorded in the instance: per run wall and step seconds, per step the
-    seconds of every run, the judge's e5 vectors and the kept topic vectors (how many took their e5
-    part from the judge's), and the models' passes summed over the runs."""
+    seconds of every run, the judge's e5 vectors, and the models' passes summed over the runs."""
 
     walls: list[float] = field(default_factory=list)
     computes: list[float] = field(default_factory=list)
@@ -86,8 +85,6 @@ class RunFigures:
     failed: list[str] = field(default_factory=list)
     made: int = 0
     reused: int = 0
-    kept: int = 0
-    kept_shared: int = 0
     passes: dict[str, Passes] = field(default_factory=dict)
 
     def add(self, instance: dg.DagsterInstance, record: dg.RunRecord) -> None:
@@ -111,10 +108,6 @@ class RunFigures:
                 made, reused = meta.get("text_vectors_made"), meta.get("text_vectors_reused")
                 self.made += made.value if made else 0
                 self.reused += reused.value if reused else 0
-            if materialization.asset_key == dg.AssetKey("memory_clusters"):
-                kept, shared = meta.get("kept_vectors_made"), meta.get("kept_e5_from_judge")
-                self.kept += kept.value if kept else 0
-                self.kept_shared += shared.value if shared else 0
 
 
 def _finished_runs(instance: dg.DagsterInstance, since: datetime) -> list[dg.RunRecord]:
@@ -249,7 +242,6 @@ def _night(instance: dg.DagsterInstance, tenants: list[str], args: argparse.Name
     slowest = sorted(figures.steps.items(), key=lambda item: -statistics.median(item[1]))
     print("  steps, median       " + ", ".join(f"{key} {statistics.median(times):.2f} s" for key, times in slowest))
     print(f"  judge e5 texts      {figures.made} embedded, {figures.reused} read back from their nodes")
-    print(f"  kept topic vectors  {figures.kept} made, {figures.kept_shared} of them with the judge's e5 vector")
     print(f"  first run           {figures.walls[-1]:8.2f} s (imports and caches warm up)")
     kind = "for real" if len(tenants) == 1000 else "projected"
     print(f"  1,000 tenants       {1000 * seconds / len(tenants) / 60:8.1f} min {kind} (target < 30 min)")

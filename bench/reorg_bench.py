@@ -194,7 +194,7 @@ def _reorganize(neo4j: Neo4jResource, tenant: str, label: str, vectors: TopicVec
           f"routed by the cascade: {stages.get(CLEAR, 0)} placed from the embedder's space, "
           f"{sum(n for stage, n in stages.items() if stage != CLEAR)} given their kept vector "
           f"({int((routed['action'] == CHANGED).sum())} placed elsewhere than the cheap space's nearest topic); "
-          f"kept vectors made {made.made} (e5 from the judge's {made.e5_from_judge}), deferred to the next run "
+          f"kept vectors made {made.made}, deferred to the next run "
           f"{loaded.vectors_deferred} "
           f"(e5 languages: {', '.join(vectors.e5_languages) or 'none'}; "
           f"combined: {', '.join(vectors.combined_languages) or 'none'})")

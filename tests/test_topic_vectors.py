@@ -2,8 +2,7 @@
 that gets its kept vector (e5 ⊕ English encoder ⊕ Chinese encoder) gets it once, on its node, and
 every later cycle (new arrivals, a rebuild, a split) reuses it; its e5 part is the judge's passage
 vector (``judge_vector``), read back when present and kept there when made; topics of an older
-space move when they next grow, and kept vectors with an e5 ``query:`` part (made before
-2026-12-05) are made again, their e5 part read from the judge's vector. The placement cascade (``cascade``) decides who gets one: a memory
+space move when they next grow. The placement cascade (``cascade``) decides who gets one: a memory
 clearly in a topic in the embedder's space gets none; the kept-vector tests below turn it off."""
 
 from __future__ import annotations
@@ -22,15 +21,12 @@ from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     ENCODER_SPACES,
     KEPT_DIMENSION,
-    KEPT_MODEL,
     TopicVectorsResource,
     in_spaces,
     kept_embed,
     space_dimension,
     vector_key,
 )
-from mem_resources.embedder import E5_PASSAGE_SPACE, stored_vector_key
-from mem_resources.model_passes import from_metadata
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import (
     EMBEDDER,
@@ -42,8 +38,6 @@ from tests.support.reorg_graph import (
     write_memories,
 )
 
-#: The e5 tag of kept vectors and centroids made before 2026-12-05 (e5 ``query:``).
-E5_QUERY_SPACE = "multilingual-e5-small/query"
 ITEMS = Path(__file__).resolve().parents[1] / "research" / "data" / "eval" / "topics.jsonl"
 #: Every memory pays for its kept vector, as before the cascade.
 CASCADE_OFF = TopicVectorsResource(thresholds_file=str(Path(__file__).parent / "support" / "cascade_off.json"))
@@ -254,36 +248,3 @@ def test_english_topics_live_in_the_topic_encoder_space_and_reuse_kept_vectors(n
     assert materialization_metadata(again, "memory_clusters")["placed"] > 0
     assert all(t["space"] == COMBINED_SPACE for t in _topics(neo4j, tenant))
     assert all(e.passed for e in again.get_asset_check_evaluations())
-
-
-def test_kept_vectors_with_an_e5_query_part_are_made_again_without_running_e5(neo4j, tenant, instance):
-    """A graph placed before 2026-12-05 kept e5 ``query:`` in its kept vectors and centroids; the
-    next run makes those vectors again from the judge's passage vector (no e5 pass: placement
-    stored one when it first placed them) and moves the topics to the passage spaces."""
-    first, second = _chinese(1), _chinese(2)
-    write_memories(neo4j, tenant, first)
-    assert run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF).success
-    query_model = KEPT_MODEL.replace(E5_PASSAGE_SPACE, E5_QUERY_SPACE)
-    with neo4j.session() as session:
-        for text in first:
-            session.run("MATCH (m:MemoryItem {user_name: $tenant, memory: $text}) SET m.reorg_vector_key = $key",
-                        tenant=tenant, text=text, key=stored_vector_key(query_model, text)).consume()
-        session.run("MATCH (t:MemoryItem {user_name: $tenant, type: 'topic'}) "
-                    "SET t.reorg_centroid_space = replace(t.reorg_centroid_space, $passage, $old)",
-                    tenant=tenant, passage=E5_PASSAGE_SPACE, old=E5_QUERY_SPACE).consume()
-
-    write_memories(neo4j, tenant, second)
-    result = run_reorg(neo4j, tenant, instance, run_config={
-        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}}, topic_vectors=CASCADE_OFF)
-    assert result.success
-    made = materialization_metadata(result, "memory_clusters")
-    remade = made["kept_vectors_made"] - len(second)
-    assert remade > 0 and made["kept_e5_from_judge"] == remade, "old memories' e5 part comes from their judge vector"
-    assert from_metadata(made)["e5 passage"].items == len(second), "e5 ran only for the new memories"
-    stored = _stored(neo4j, tenant)
-    assert all(stored[text][0] == vector_key(text) for text in second)
-    assert sum(stored[text][0] == vector_key(text) for text in first) == remade
-    grown = {row["id"] for row in result.output_for_node("memory_clusters").to_dict("records")
-             if row["kind"] == "topic"}
-    assert grown and all(t["space"] == ENCODER_SPACES["zh"] for t in _topics(neo4j, tenant) if t["id"] in grown)
-    assert all(e.passed for e in result.get_asset_check_evaluations())

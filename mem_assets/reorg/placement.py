@@ -76,11 +76,10 @@ class CrossParams:
     """A memory that fits no topic of its own language (after the first offer, and again what is
     left at the end, small groups included) joins the other language's nearest level-1 topic when
     their cosine in the shared space is at least ``place_similarity`` and beats that language's
-    other themes by ``place_margin``; it is then a member of that topic, in that topic's space.
-    The defaults are the shipped ones, tuned for e5 passage cosines (research/studies/e5_once_rule.md)."""
+    other themes by ``place_margin``; it is then a member of that topic, in that topic's space."""
 
     place_similarity: float = 0.35
-    place_margin: float = 0.14
+    place_margin: float = 0.05
 
 
 @dataclass(frozen=True)

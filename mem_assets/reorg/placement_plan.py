@@ -32,7 +32,6 @@ from mem_assets.reorg.placement import (
 from mem_assets.reorg.placement_thresholds import CASCADE_PARAMS, CROSS_PARAMS
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.topic_vectors import (
-    E5_DIMENSION,
     E5_SPACE,
     MAIN_SPACE,
     NEEDS_E5,
@@ -74,7 +73,7 @@ def topic_id(tenant: str, memory_type: str, members: Sequence[str], salt: str = 
 
 def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors: Sequence[np.ndarray],
                   texts: Sequence[str], chunk: int = 2000) -> int:
-    """Keep e5 vectors on their memories' nodes, a write transaction per ``chunk``."""
+    """Keep kept vectors on their memories' nodes, a write transaction per ``chunk``."""
     stored = 0
     with neo4j.session() as session:
         for start in range(0, len(ids), chunk):
@@ -86,33 +85,19 @@ def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors
 
 @dataclass
 class KeptCounts:
-    """Kept vectors made by a run, and how many took their e5 part from the dedup judge's
-    ``judge_vector`` instead of running e5."""
+    """Kept vectors made by a run."""
 
     made: int = 0
-    e5_from_judge: int = 0
 
 
 def make_kept(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], texts: Sequence[str],
               counts: KeptCounts | None = None) -> np.ndarray:
-    """Kept vectors of memories that have none, stored on their nodes: the e5 part is the judge's
-    passage vector when the node keeps one made from its text (``judge_vector``), else made here
-    and kept there too, so dedup and placement run e5 once per memory between them."""
-    if not ids:
-        return kept_embed([])
-    with neo4j.session() as session:
-        known = session.execute_read(queries.judge_e5_vectors, tenant, ids)
-    e5 = [known.get(mid) for mid in ids]
-    kept = kept_embed(texts, e5)
-    store_vectors(neo4j, tenant, ids, kept, texts)
-    missing = [row for row, vector in enumerate(e5) if vector is None]
-    if missing:
-        with neo4j.session() as session:
-            session.execute_write(queries.store_judge_e5_vectors, tenant, [ids[row] for row in missing],
-                                  kept[missing, :E5_DIMENSION], [texts[row] for row in missing])
+    """Kept vectors of memories that have none, made once and stored on their nodes."""
+    kept = kept_embed(texts)
+    if ids:
+        store_vectors(neo4j, tenant, ids, kept, texts)
     if counts is not None:
         counts.made += len(ids)
-        counts.e5_from_judge += len(ids) - len(missing)
     return kept
 
 

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
-from mem_assets.reorg.topic_vectors import E5_SPACE, is_kept_key, vector_key
-from mem_resources.embedder import stored_vector_key
+from mem_assets.reorg.topic_vectors import is_kept_key, vector_key
 from mem_resources.memory_queries import Bulk, live_memory, memory_text
 
 TOPIC_TYPE = "topic"
@@ -120,38 +119,6 @@ def store_reorg_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
                   for i, v, text in zip(ids, vectors, texts, strict=True)),
     ).single()
     return record["stored"] if record else 0
-
-
-def judge_e5_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-    """The e5 passage vectors the dedup judge kept on these nodes (``judge_vector``, float32
-    bytes), by node id: only those made from the node's current text."""
-    result = tx.run(
-        f"""
-        UNWIND $ids AS id
-        MATCH (m:MemoryItem {{user_name: $tenant, id: id}}) USING INDEX m:MemoryItem(user_name, id)
-        WITH m WHERE m.judge_vector IS NOT NULL
-        RETURN m.id AS id, {_TEXT} AS memory, m.judge_vector AS vector, m.judge_vector_key AS key
-        """,
-        tenant=tenant, ids=list(ids),
-    )
-    return {record["id"]: np.frombuffer(record["vector"], dtype="<f4")
-            for record in result if record["key"] == stored_vector_key(E5_SPACE, record["memory"])}
-
-
-def store_judge_e5_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str], vectors: np.ndarray,
-                           texts: Sequence[str]) -> None:
-    """Keep e5 passage vectors placement made where the judge keeps its own (``judge_vector``,
-    same bytes and key), so dedup never runs e5 on these texts again."""
-    tx.run(
-        """
-        UNWIND $rows AS row
-        MATCH (m:MemoryItem {user_name: $tenant, id: row.id}) USING INDEX m:MemoryItem(user_name, id)
-        SET m.judge_vector = row.vector, m.judge_vector_key = row.key
-        """,
-        tenant=tenant,
-        rows=Bulk({"id": i, "vector": np.asarray(v, dtype="<f4").tobytes(), "key": stored_vector_key(E5_SPACE, text)}
-                  for i, v, text in zip(ids, vectors, texts, strict=True)),
-    ).consume()
 
 
 def mark_deferred(tx: ManagedTransaction, tenant: str, ids: Sequence[str]) -> int:

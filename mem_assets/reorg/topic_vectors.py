@@ -12,12 +12,12 @@ that Chinese topics lived in plain e5 space (``MEMTEND_TOPIC_E5_LANGUAGES``, sti
 Each memory is run through each model at most once: its **kept vector** (``reorg_vector``: e5 ⊕
 English encoder ⊕ Chinese encoder, 1,280 floats — a memory may join the other language's topic,
 where its vector from that language's encoder counts), made only for the memories the placement
-cascade sends on (``cascade``), is stored on its node. Its e5 part is the passage vector the dedup
-judge keeps (``judge_vector``): taken from there when the judge made it, else made and stored there
-too (``placement_plan.make_kept``), so dedup and placement run e5 once per memory between them.
-It is stored with ``reorg_vector_key`` naming the models and a digest of the text it was made
-from: a vector whose key does not match — a merge rewrote the text, a model changed, an e5
-``query:`` part kept before 2026-12-05 — is made again; later cycles read it back. Every topic's
+cascade sends on (``cascade``), is stored on its node (``placement_plan.make_kept``). Its e5 part
+is the ``query:`` vector, not the passage vector the dedup judge keeps (``judge_vector``): sharing
+the judge's would run e5 once per memory, but placed worse on every unseen set it was tried on
+(research/NOTES.md §2.7). It is stored with ``reorg_vector_key`` naming the models and a digest of
+the text it was made from: a vector whose key does not match — a merge rewrote the text, a model
+changed — is made again; later cycles read it back. Every topic's
 stored centroid names the space it is in (``reorg_centroid_space``); one of another space is
 recomputed from its members' vectors, never compared across spaces.
 """
@@ -34,17 +34,16 @@ from mem_assets.reorg.placement import CrossParams, PlacementParams
 from mem_assets.reorg.placement_thresholds import SHIPPED, PlacementThresholds
 from mem_assets.reorg.topic_encoder import ENCODERS, topic_encoder_embed
 from mem_resources.embedder import (
-    E5_PASSAGE_SPACE,
+    E5_QUERY_SPACE,
     EmbedderResource,
-    e5_embed,
+    e5_query_embed,
     normalize_rows,
     stored_vector_key,
 )
 
-#: The e5 space's stored-centroid tag: the passage vector the dedup judge keeps (``judge_vector``),
-#: so one e5 pass serves both stages; the cross-language thresholds were re-tuned for its cosines
-#: (research/studies/e5_once_rule.md; ``query:``, a second pass, until 2026-12-05).
-E5_SPACE = E5_PASSAGE_SPACE
+#: The e5 space's stored-centroid tag: the ``query:`` vector (the judge's passage vector placed
+#: worse: fresh5, unseen, purity 0.602 -> 0.585 with re-tuned cross-language offers).
+E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
 #: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
 KEPT_MODEL = "+".join([E5_SPACE, *(model.name for model in ENCODERS.values())])
@@ -109,15 +108,10 @@ def is_encoder_space(space: str) -> bool:
     return space in _LANGUAGE_OF_SPACE
 
 
-def kept_embed(texts: Sequence[str], e5: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
-    """Kept vectors: e5 passage (``E5_SPACE``) ⊕ each language's topic encoder; ``e5``: passage
-    vectors already made (the judge's, kept on the node), None where there is none (made here)."""
+def kept_embed(texts: Sequence[str]) -> np.ndarray:
+    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder."""
     texts = list(texts)
-    known = list(e5) if e5 is not None else [None] * len(texts)
-    missing = [row for row, vector in enumerate(known) if vector is None]
-    for row, vector in zip(missing, e5_embed([texts[row] for row in missing]), strict=True):
-        known[row] = vector
-    parts = normalize_rows(np.array(known, dtype=np.float32).reshape(len(texts), E5_DIMENSION))
+    parts = e5_query_embed(texts).reshape(len(texts), E5_DIMENSION)
     return np.hstack([parts, *(topic_encoder_embed(texts, language) for language in ENCODERS)]).astype(np.float32)
 
 

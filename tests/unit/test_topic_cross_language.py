@@ -156,7 +156,7 @@ def test_the_shared_space_is_e5_and_the_combined_spaces_e5_half():
 def test_the_settings(tmp_path):
     assert Settings().topic_cross_language is True
     assert Settings(MEMTEND_TOPIC_CROSS_LANGUAGE="false").topic_cross_language is False
-    assert TopicVectorsResource().cross_params() == CROSS_PARAMS == CrossParams(place_similarity=0.35, place_margin=0.14)
+    assert TopicVectorsResource().cross_params() == CROSS_PARAMS == CrossParams(place_similarity=0.35, place_margin=0.05)
     path = tmp_path / "thresholds.json"
     path.write_text('{"cross_language": {"place_similarity": 0.4}}', encoding="utf-8")
     assert Settings(MEMTEND_TOPIC_THRESHOLDS=str(path)).topic_thresholds == str(path)
