@@ -211,6 +211,12 @@ def topic_tree(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
 # -- incremental placement ------------------------------------------------------------------------
 
 _ACTIVE_TOPIC = "coalesce({v}.status, 'activated') = 'activated' AND {v}.type = $topic"
+#: A topic ``t``'s activated parent, as ``parent`` (None at the root).
+_TOPIC_PARENT = f"""CALL (t) {{
+            OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
+            WHERE {_ACTIVE_TOPIC.format(v="p")}
+            RETURN min(p.id) AS parent
+        }}"""
 
 
 @dataclass(frozen=True)
@@ -238,11 +244,7 @@ def read_forest(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str]
         MATCH (t:MemoryItem {{user_name: $tenant}})
         WHERE {_ACTIVE_TOPIC.format(v="t")}
           AND coalesce(t.memory_type, 'LongTermMemory') IN $memory_types
-        CALL (t) {{
-            OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
-            WHERE {_ACTIVE_TOPIC.format(v="p")}
-            RETURN min(p.id) AS parent
-        }}
+        {_TOPIC_PARENT}
         CALL (t) {{
             OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {{user_name: $tenant}})
             RETURN collect(c.id) AS children
@@ -600,11 +602,7 @@ def owed_summaries(tx: ManagedTransaction, tenant: str) -> list[dict[str, Any]]:
         f"""
         MATCH (t:MemoryItem {{user_name: $tenant}})
         WHERE t.reorg_summary_owed = true AND {_ACTIVE_TOPIC.format(v="t")}
-        CALL (t) {{
-            OPTIONAL MATCH (p:MemoryItem {{user_name: $tenant}})-[:PARENT]->(t)
-            WHERE {_ACTIVE_TOPIC.format(v="p")}
-            RETURN min(p.id) AS parent
-        }}
+        {_TOPIC_PARENT}
         CALL (t) {{
             OPTIONAL MATCH (t)-[:PARENT]->(c:MemoryItem {{user_name: $tenant}})
             WHERE coalesce(c.status, 'activated') = 'activated'
