@@ -88,10 +88,15 @@ class CallBudget:
             self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
 
     def left(self, prefix: str) -> dict[str, int | str]:
-        """``<prefix>_calls_left`` / ``<prefix>_tokens_left`` for run metadata ("no limit": 0)."""
+        """What is left of it, as run metadata (``budget_left``)."""
         with self.lock:
-            return {f"{prefix}_calls_left": max(self.calls - self.spent_calls, 0) if self.calls else "no limit",
-                    f"{prefix}_tokens_left": max(self.tokens - self.spent_tokens, 0) if self.tokens else "no limit"}
+            return budget_left(prefix, self.calls, self.tokens, self.spent_calls, self.spent_tokens)
+
+
+def budget_left(prefix: str, calls: int, tokens: int, spent_calls: int, spent_tokens: int) -> dict[str, int | str]:
+    """``<prefix>_calls_left`` / ``<prefix>_tokens_left`` for run metadata; a limit of 0 is "no limit"."""
+    return {f"{prefix}_calls_left": max(calls - spent_calls, 0) if calls else "no limit",
+            f"{prefix}_tokens_left": max(tokens - spent_tokens, 0) if tokens else "no limit"}
 
 
 class CallFailed(Exception):

@@ -17,7 +17,7 @@ from mem_assets.dedup.relations import CascadeStage
 from mem_assets.dedup.review_queue import queued, unsure_pairs
 from mem_resources import model_passes
 from mem_resources.embedder import EmbedderResource
-from mem_resources.llm import ChatUsage
+from mem_resources.llm import ChatUsage, budget_left
 from mem_resources.memory_model import utc_now
 from mem_resources.metadata import change_marker, histogram, preview_table
 from mem_resources.neo4j_resource import Neo4jResource
@@ -95,8 +95,7 @@ def _llm_metadata(judge: JudgeResource, report: JudgingReport, usage: ChatUsage)
     return {**out, "llm_calls": usage.calls, "pairs_routed_to_llm": report.pairs_routed,
             "llm_changed": report.llm_changed, "llm_overruled": report.llm_overruled,
             "over_budget_pairs": report.over_budget_pairs, "over_budget_nodes": report.over_budget_nodes,
-            "llm_calls_left": max(calls - usage.calls, 0) if calls else "no limit",
-            "llm_tokens_left": max(tokens - spent, 0) if tokens else "no limit"}
+            **budget_left("llm", calls, tokens, usage.calls, spent)}
 
 
 @dg.asset(

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from mem_assets.reorg.placement import CyclePlan, SetAside, Topic, memories_below
 from mem_resources.embedder import normalize_rows
-from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
+from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource, budget_left
 from mem_resources.settings import DEFAULT_TOPIC_LLM_BAND, DEFAULT_TOPIC_LLM_GROUP_BAND, DEFAULT_TOPIC_LLM_TOPICS
 
 NEW = "new"
@@ -460,9 +460,8 @@ class PlacementAdvisor:
             "llm_placement_failed": self.failed,
             "llm_placement_over_budget": self.over_budget,
             "llm_placement_deferred": self.undecided,
-            "llm_placement_calls_left": max(calls - self.usage.calls, 0) if calls else "no limit",
-            "llm_placement_tokens_left": (max(tokens - self.usage.prompt_tokens - self.usage.completion_tokens, 0)
-                                          if tokens else "no limit"),
+            **budget_left("llm_placement", calls, tokens, self.usage.calls,
+                          self.usage.prompt_tokens + self.usage.completion_tokens),
         }
 
 

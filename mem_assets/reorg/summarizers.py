@@ -41,10 +41,6 @@ class TopicSummary(BaseModel):
 class SummarizerResource(ConfigurableResource, ABC):
     """Turns a topic's member texts into a ``TopicSummary``, or ``None`` to use the draft."""
 
-    def uses_llm(self) -> bool:
-        """Whether the summaries it writes come from a model (a draft written instead is owed)."""
-        return False
-
     def run_budget(self) -> CallBudget | None:
         """A fresh budget for one run, or None: no model, nothing to count."""
         return None
@@ -80,9 +76,6 @@ class LLMSummarizer(SummarizerResource):
     max_calls_per_run: int = Field(default=1000, ge=0, description="Summary calls one run may make; 0: no limit.")
     max_tokens_per_run: int = Field(default=2_000_000, ge=0,
                                     description="Prompt + completion tokens summaries may spend in one run; 0: no limit.")
-
-    def uses_llm(self) -> bool:
-        return True
 
     def run_budget(self) -> CallBudget | None:
         return CallBudget(self.max_calls_per_run, self.max_tokens_per_run)
