@@ -1,9 +1,11 @@
 """Study: which of the offline judge's pairs the LLM should see (rule: llm_route_rule.md).
 
-``python -m research.studies.llm_route_study train [1]``  every variant of round 2 (1: round 1), training
-                                                        files, both sources
+``python -m research.studies.llm_route_study train [1|2|3]``  every variant of a round (default 2),
+                                                        training files, both sources
 ``python -m research.studies.llm_route_study heldout B CR CC on|off``  the chosen variant, today's
                                                         routing and offline only, held-out files (once)
+``python -m research.studies.llm_route_study heldout3 BR BC M``  round 3's chosen variant (near bands
+                                                        of redundant / contradictory, merge reach)
 
 A variant is (``b``, ``c``, ``ride``): pairs left independent with P ≥ t − b are routed (near);
 decisions with P < t + c · (1 − t) are routed (doubtful; ``c`` "scaled" is today's b / t; round 2
@@ -47,6 +49,12 @@ VARIANTS = [(b, red, con, ride) for b in (0.25, 0.30) for red in (0.70, 0.75, 0.
             for ride in (False, True)]
 """Round 2 (llm_route_rule.md): (b, c for redundant decisions, c for contradictory ones, ride)."""
 TODAY = (0.30, "scaled", "scaled", False)
+ROUND_3 = [((b_r, b_c), m, 0.47, False) for b_r in (0.30, 0.40, 0.50, 0.60) for b_c in (0.20, 0.30)
+           for m in (0.70, 0.85)]
+"""Round 3: ((near band of redundant, of contradictory), merge reach, supersede reach, no ride)."""
+SHIPPED = ((0.30, 0.30), 0.70, 0.47, False)
+PROBABILITIES: dict[tuple[str, str], dict[str, float]] = {}
+"""Out-of-fold probabilities of the pairs being scored, for exact per-label near bands."""
 
 
 def reach(c: float | str, b: float, t: float) -> float:
@@ -60,6 +68,8 @@ class Routed(OfflineJudge):
     c_redundant: str = "scaled"
     """"scaled" or a float's text (Dagster config takes no union)."""
     c_contradictory: str = "scaled"
+    band_contradictory: float | None = None
+    """Round 3: the near band of contradictory pairs (``review_band`` is then the redundant one's)."""
     ride: bool = False
     _stored: dict[tuple[str, str], Judgment] = PrivateAttr(default_factory=dict)
     _bars: dict[str, float] = PrivateAttr(default_factory=dict)
@@ -68,9 +78,21 @@ class Routed(OfflineJudge):
         self._stored, self._bars = stored, bars
         return self
 
-    def narrowed(self, judgment: Judgment) -> Judgment:
+    def bands(self) -> dict[str, float]:
+        b_c = self.review_band if self.band_contradictory is None else self.band_contradictory
+        return {"redundant": self.review_band, "contradictory": b_c}
+
+    def narrowed(self, judgment: Judgment, pair: tuple[str, str] | None = None) -> Judgment:
         b = self.review_band
-        if judgment.near is not None and judgment.near_probability < self._bars[judgment.near] - b:
+        bands = self.bands()
+        p = PROBABILITIES.get(pair) if pair is not None else None
+        if judgment.near is not None and p is not None:
+            close = [(p[k] - self._bars[k], k) for k in bands if p[k] >= self._bars[k] - bands[k]]
+            if not close:
+                return replace(judgment, near=None, near_probability=None)
+            near = max(close)[1]
+            return replace(judgment, near=near, near_probability=p[near])
+        if judgment.near is not None and judgment.near_probability < self._bars[judgment.near] - bands[judgment.near]:
             return replace(judgment, near=None, near_probability=None)
         c = self.c_redundant if judgment.label == "redundant" else self.c_contradictory
         if judgment.doubtful and judgment.near_probability >= reach(c, b, self._bars[judgment.label]):
@@ -85,7 +107,7 @@ class Routed(OfflineJudge):
         out = []
         for request in requests:
             stored = [self._stored[pair] for pair in request.pairs()]
-            judged = [self.narrowed(j) for j in stored]
+            judged = [self.narrowed(j, pair) for j, pair in zip(stored, request.pairs(), strict=True)]
             if self.ride and any(j.near is not None or j.doubtful for j in judged):
                 judged = [replace(j, doubtful=True) if s.doubtful else j for j, s in zip(judged, stored, strict=True)]
             out.append(judged)
@@ -101,6 +123,7 @@ def out_of_fold(stored: dict[tuple[str, str], Judgment], probabilities: dict[tup
             out[pair] = judgment
             continue
         p = dict(zip(CLASSES, probabilities[pair], strict=True))
+        PROBABILITIES[pair] = p
         if p["redundant"] >= bars["redundant"] and p["redundant"] >= p["contradictory"]:
             label = "redundant"
         elif p["contradictory"] >= bars["contradictory"]:
@@ -148,6 +171,7 @@ def run(split: str, variants: Sequence[tuple[float, float | str, float | str, bo
     for name, path in band.FILES[split].items():
         rows, flags, shipped = band.offline_judgments(name, path)
         for source in sources:
+            PROBABILITIES.clear()
             stored = shipped if source == "shipped" else out_of_fold(shipped, oof[name], bars)
             base = {"file": name, "source": source}
             if references:
@@ -161,8 +185,9 @@ def run(split: str, variants: Sequence[tuple[float, float | str, float | str, bo
                                          in_dagster=False)
                     assert isinstance(routed, RoutedJudge)
                     for b, red, con, ride in variants:
-                        offline = Routed(review_band=b, c_redundant=str(red), c_contradictory=str(con),
-                                         ride=ride).load(stored, bars)
+                        b_r, b_c = b if isinstance(b, tuple) else (b, None)
+                        offline = Routed(review_band=b_r, band_contradictory=b_c, c_redundant=str(red),
+                                         c_contradictory=str(con), ride=ride).load(stored, bars)
                         results.append({**base, "oracle": oracle_name,
                                         "variant": f"b {b}, c {red} / {con}, ride {'on' if ride else 'off'}",
                                         "b": b, "c_redundant": red, "c_contradictory": con, "ride": ride,
@@ -204,13 +229,18 @@ def choose(results: list[dict[str, Any]]) -> list[tuple[float, float, float, str
 def main() -> None:
     split = sys.argv[1]
     if split == "train":
-        results = run("train", ROUND_1 if sys.argv[2:] == ["1"] else VARIANTS, ("shipped", "out of fold"))
+        rounds = {"1": ROUND_1, "2": VARIANTS, "3": ROUND_3}
+        results = run("train", rounds[(sys.argv[2:] or ["2"])[0]], ("shipped", "out of fold"))
+    elif split == "heldout3":
+        b_r, b_c, m = (float(x) for x in sys.argv[2:5])
+        chosen = ((b_r, b_c), m, 0.47, False)
+        results = run("heldout", [chosen] if chosen == SHIPPED else [chosen, SHIPPED], ("shipped",))
     else:
         b, ride = float(sys.argv[2]), sys.argv[5] == "on"
         red, con = (c if c == "scaled" else float(c) for c in sys.argv[3:5])
         chosen = (b, red, con, ride)
         results = run("heldout", [chosen] if chosen == TODAY else [chosen, TODAY], ("shipped",))
-    Path(f"/tmp/judgeband/route_{split}.json").write_text(json.dumps(results, indent=1))
+    Path(f"/tmp/judgeband/route_{'_'.join(sys.argv[1:3])}.json").write_text(json.dumps(results, indent=1))
     print(table(results))
     if split == "train":
         for row in choose(results):
