@@ -18,10 +18,10 @@ from mem_resources.graph_schema_adapter import GraphSchema
 DEFAULT_BACKUP_DIR = "data/backups"
 DEFAULT_TTL_S = 60.0
 DEFAULT_WAIT_S = 3600.0
-#: The uncertain band: pairs the offline judge left independent whose P(redundant) or
-#: P(contradictory) is at least that label's threshold minus this go to the LLM when one is
-#: configured, and to the review queue when none settled them (judge-v13's thresholds are 0.88
-#: redundant, 0.64 contradictory: 0.15 takes P(redundant) >= 0.73, P(contradictory) >= 0.49).
+#: The review band: pairs the offline judge left independent whose P(redundant) or
+#: P(contradictory) is at least that label's threshold minus this go to the review queue
+#: (judge-v13's thresholds are 0.88 redundant, 0.64 contradictory: 0.30 takes P(redundant) >=
+#: 0.58, P(contradictory) >= 0.34).
 DEFAULT_REVIEW_BAND = 0.30
 #: With an LLM configured, the offline judge's redundant (merges) or contradictory (supersedes)
 #: decisions with P under t + reach × (1 − t) (a share of the room above the label's threshold t)
@@ -29,6 +29,12 @@ DEFAULT_REVIEW_BAND = 0.30
 #: 0.88 / 0.64). Chosen with an oracle on the training files (research/studies/llm_route_rule.md).
 DEFAULT_CONFIRM_MERGES = 0.70
 DEFAULT_CONFIRM_SUPERSEDES = 0.47
+#: With an LLM configured, the uncertain band below each threshold in place of the review band:
+#: pairs left independent with P(redundant) >= 0.28 or P(contradictory) >= 0.44 go to it (real
+#: conversations' missed repeats sit far under the redundant threshold; contradictions are dense
+#: in hand-written pairs, where calls are spent). Same study, round 3.
+DEFAULT_NEAR_MERGES = 0.60
+DEFAULT_NEAR_SUPERSEDES = 0.20
 
 #: Topic placement's routing (research/studies/topic_route_rule.md, chosen on the tuning sets):
 #: with an LLM configured, a memory offline placement left unplaced, put in an existing topic not
@@ -149,9 +155,17 @@ class Settings(BaseSettings):
                                     description="Seconds of LLM judging per run; later nodes wait.")
     review_band: float = Field(
         default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_REVIEW_BAND"),
-        description="The uncertain band: pairs the offline judge left independent with P(redundant) or "
-                    "P(contradictory) >= threshold - band go to the LLM (MEMTEND_LLM_ROUTE=uncertain); "
-                    "those still undecided go to the review queue (`memtend review`); 0: none.")
+        description="The review band: pairs the offline judge left independent with P(redundant) or "
+                    "P(contradictory) >= threshold - band go to the review queue (`memtend review`); with "
+                    "an LLM routing the uncertain, MEMTEND_LLM_NEAR_MERGES / _SUPERSEDES take its place; 0: none.")
+    llm_near_merges: float = Field(
+        default=DEFAULT_NEAR_MERGES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_NEAR_MERGES"),
+        description="With MEMTEND_LLM_ROUTE=uncertain, in place of MEMTEND_REVIEW_BAND: pairs the offline judge "
+                    "left independent with P(redundant) >= threshold - this go to the LLM (it may confirm the "
+                    "merge or leave them apart); those still undecided go to the review queue.")
+    llm_near_supersedes: float = Field(
+        default=DEFAULT_NEAR_SUPERSEDES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_NEAR_SUPERSEDES"),
+        description="The same for P(contradictory) (supersedes).")
     llm_confirm_merges: float = Field(
         default=DEFAULT_CONFIRM_MERGES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_CONFIRM_MERGES"),
         description="With MEMTEND_LLM_ROUTE=uncertain: the offline judge's redundant decisions with "

@@ -244,7 +244,8 @@ def test_relation_judgments_reports_pairs_per_cascade_stage(neo4j, instance, ten
     pairs = result.output_for_node("dedup_candidates")
     older_first = [tuple(sorted((a, b), key=texts.index)) for a, b in zip(pairs.left_text, pairs.right_text,
                                                                             strict=True)]
-    expected = judge_model.predict(older_first, gate=judge_model.gate("accurate", cascade=True), band=0.15,
+    expected = judge_model.predict(older_first, gate=judge_model.gate("accurate", cascade=True),
+                                   band={"redundant": 0.15, "contradictory": 0.15},
                                    middle=judge_model.middle_gate("accurate"))
     counts = {stage: sum(d.stage == stage for d in expected) for stage in ("exact", "fast", "middle", "accurate")}
     assert {stage: judged[f"pairs_{stage}_stage"] for stage in counts} == counts

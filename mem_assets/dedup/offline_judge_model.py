@@ -147,11 +147,11 @@ class JudgeModel:
         the forward one, since a contradiction is read as "b replaces a"."""
         return symmetrize(self.probabilities(forward), self.probabilities(backward), self.classes)
 
-    def near_misses(self, probabilities: np.ndarray, band: float,
+    def near_misses(self, probabilities: np.ndarray, band: Mapping[str, float],
                     chinese: np.ndarray | None = None) -> list[tuple[Label, float] | None]:
         """Per row: the label a pair nearly got — P(redundant) or P(contradictory) at least its
-        threshold minus ``band`` (the larger margin first) — or None. Only meaningful for rows
-        ``decide`` left independent; ``band`` 0 finds none."""
+        threshold minus that label's ``band`` (the larger margin first) — or None. Only meaningful
+        for rows ``decide`` left independent; a band of 0 (or none given) finds none."""
         probabilities = np.atleast_2d(probabilities)
         index = {c: i for i, c in enumerate(self.classes)}
         bars = redundant_thresholds(self.thresholds, np.zeros(len(probabilities), bool) if chinese is None else chinese)
@@ -162,7 +162,7 @@ class JudgeModel:
                 (p - threshold, label, p) for label, p, threshold in (
                     ("redundant", redundant, float(bar)),
                     ("contradictory", contradictory, self.thresholds["contradictory"]))
-                if band > 0 and p >= threshold - band]
+                if band.get(label, 0.0) > 0 and p >= threshold - band[label]]
             near.append(max(close)[1:] if close else None)
         return near
 
@@ -376,13 +376,13 @@ def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.nd
 
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             features_of: PairFeaturizer | None = None, gate: Gate | None = None,
-            band: float = 0.0, reach: Mapping[str, float] | None = None,
+            band: Mapping[str, float] | None = None, reach: Mapping[str, float] | None = None,
             middle: Gate | None = None) -> list[Decision]:
     """Label (older, newer) text pairs with the shipped model.
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
     ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: the pairs
     it is sure of (``Gate.answers``) are answered without the model's deep features (their texts
-    are not embedded for them); the others record what the gate's model alone would have said. ``band``: a pair the model leaves independent within this of a threshold is marked
+    are not embedded for them); the others record what the gate's model alone would have said. ``band``: by label, a pair the model leaves independent within this of its threshold is marked
     ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent.
     ``reach``: by label, the share of the room above its threshold within which a decision of the
     model is ``doubtful`` (``JudgeModel.doubts``); None: none is. ``middle`` (a gate over the cheap
@@ -422,7 +422,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             probabilities = model.pair_probabilities(features[:len(subset)], features[len(subset):])
             chinese = both_chinese(features[:len(subset)])
             independent = model.classes.index("independent")
-            near = model.near_misses(probabilities, band, chinese)
+            near = model.near_misses(probabilities, band or {}, chinese)
             stage: CascadeStage = "accurate" if model.deep else "fast"
             decisions = model.decide(probabilities, chinese)
             doubts = model.doubts(decisions, reach or {}, chinese)

@@ -215,12 +215,22 @@ class OfflineJudge(JudgeResource):
     """Pairs left independent whose P(redundant) or P(contradictory) is at least its threshold
     minus this are queued for review (``MEMTEND_REVIEW_BAND``); labels do not change. Not part
     of the fingerprint: a new band applies to pairs judged from then on."""
+    near_merges: float | None = Field(default=None, ge=0.0, le=1.0)
+    """With an LLM routing the uncertain: the band below the redundant threshold in place of
+    ``review_band`` (``MEMTEND_LLM_NEAR_MERGES``)."""
+    near_supersedes: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The same below the contradictory threshold (``MEMTEND_LLM_NEAR_SUPERSEDES``)."""
     confirm_merges: float = Field(default=DEFAULT_CONFIRM_MERGES, ge=0.0, le=1.0)
     """Redundant decisions with P under t + this × (1 − t) (a share of the room above the
     threshold t; 1: every one) are marked ``doubtful``: with an LLM configured they go to it for
     confirmation (``MEMTEND_LLM_CONFIRM_MERGES``). Not part of the fingerprint either."""
     confirm_supersedes: float = Field(default=DEFAULT_CONFIRM_SUPERSEDES, ge=0.0, le=1.0)
     """The same for contradictory decisions (``MEMTEND_LLM_CONFIRM_SUPERSEDES``)."""
+
+    def bands(self) -> dict[str, float]:
+        """The band below each label's threshold within which an independent pair is ``near``."""
+        return {"redundant": self.review_band if self.near_merges is None else self.near_merges,
+                "contradictory": self.review_band if self.near_supersedes is None else self.near_supersedes}
 
     def _gate(self) -> Gate | None:
         from mem_assets.dedup import offline_judge_model as judge_model
@@ -272,7 +282,7 @@ class OfflineJudge(JudgeResource):
                                         Path(self.models_dir), tuple(model.cross_encoders))
         results = []
         for pairs in batches:
-            decided = judge_model.predict(pairs, model, shared, gate, self.review_band,
+            decided = judge_model.predict(pairs, model, shared, gate, self.bands(),
                                           {"redundant": self.confirm_merges,
                                            "contradictory": self.confirm_supersedes}, middle)
             results.append([Judgment(d.label, d.reason, gated=d.gated is not None, near=d.near,

@@ -109,7 +109,7 @@ def decisions(pairs: list[tuple[str, str]], truth: list[str], fp32: dict, int8: 
     for name, encs in (("fp32", fp32), ("int8", int8)):
         featurizer = PairFeaturizer(wordllama_embed, deep, aligned=encs.__getitem__, cross=cross)
         start = time.perf_counter()
-        out[name] = judge_model.predict(pairs, model, featurizer, gate, DEFAULT_REVIEW_BAND)
+        out[name] = judge_model.predict(pairs, model, featurizer, gate, {"redundant": DEFAULT_REVIEW_BAND, "contradictory": DEFAULT_REVIEW_BAND})
         print(f"{name}: {time.perf_counter() - start:.0f} s, {sum(d.stage == 'accurate' for d in out[name])} "
               f"of {len(pairs)} pairs at the accurate stage, load {os.getloadavg()[0]:.1f}", flush=True)
     changed = [(i, a, b) for i, (a, b) in enumerate(zip(out["fp32"], out["int8"], strict=True)) if a.label != b.label]

@@ -120,7 +120,7 @@ def main() -> None:
             clock = {"bge": 0.0, "ce": 0.0}
             featurizer = variant(name, models_dir, known, clock)
             start = time.perf_counter()
-            decided = judge_model.predict(pairs, judge_model.load(), featurizer, gate, band=0.15)
+            decided = judge_model.predict(pairs, judge_model.load(), featurizer, gate, band={"redundant": 0.15, "contradictory": 0.15})
             seconds = time.perf_counter() - start
             accurate = sum(d.stage == "accurate" for d in decided)
             texts_bge = len(featurizer._states)

@@ -61,5 +61,21 @@ def test_predict_marks_near_misses_and_doubtful_decisions_apart():
     index = {c: i for i, c in enumerate(model.classes)}
     row = np.zeros((1, 3))
     row[0, index["redundant"]], row[0, index["contradictory"]], row[0, index["independent"]] = probabilities[0]
-    assert model.near_misses(row, 0.15) == [("redundant", 0.80)]
+    assert model.near_misses(row, {"redundant": 0.15, "contradictory": 0.15}) == [("redundant", 0.80)]
     assert model.doubts(model.decide(row), {"redundant": 1.0, "contradictory": 1.0}) == [False]
+
+
+def test_each_label_has_its_own_near_band():
+    """With an LLM the redundant band is wide (real conversations' paraphrases score far under the
+    threshold) and the contradictory one narrow (judge-v13's thresholds: 0.88 / 0.64)."""
+    model = judge_model.load()
+    index = {c: i for i, c in enumerate(model.classes)}
+    rows = np.zeros((3, 3))
+    for k, (redundant, contradictory) in enumerate([(0.40, 0.05), (0.05, 0.50), (0.05, 0.40)]):
+        rows[k, index["redundant"]], rows[k, index["contradictory"]] = redundant, contradictory
+        rows[k, index["independent"]] = 1 - redundant - contradictory
+    routed = {"redundant": 0.60, "contradictory": 0.20}
+    assert model.near_misses(rows, routed) == [("redundant", 0.40), ("contradictory", 0.50), None]
+    assert model.near_misses(rows, {"redundant": 0.30, "contradictory": 0.30}) == [
+        None, ("contradictory", 0.50), ("contradictory", 0.40)]
+    assert model.near_misses(rows, {}) == [None, None, None]
