@@ -276,3 +276,52 @@ def test_the_confirmation_reach_is_read_from_the_settings(monkeypatch: pytest.Mo
     routed = build_judge(Settings(), in_dagster=False)
     assert isinstance(routed, RoutedJudge)
     assert (routed.offline.confirm_merges, routed.offline.confirm_supersedes) == (1.0, 0.0)
+
+
+#: A repeat the offline judge scores far under its threshold (P(redundant) 0.44 against 0.88): out
+#: of the review band (0.30: P >= 0.58), inside the LLM's near band for merges (0.60: P >= 0.28).
+FAR_REPEAT = ["The user reads books before bed.", "The user reads a book every night."]
+
+
+def test_with_the_default_bands_a_far_repeat_reaches_the_llm_but_not_the_review_queue(
+        neo4j, instance, tenant, monkeypatch: pytest.MonkeyPatch):
+    from mem_assets.resources import build_judge
+
+    for name in ("MEMTEND_REVIEW_BAND", "MEMTEND_LLM_NEAR_MERGES", "MEMTEND_LLM_NEAR_SUPERSEDES",
+                 "MEMTEND_LLM_CONFIRM_MERGES", "MEMTEND_LLM_CONFIRM_SUPERSEDES", "MEMTEND_LLM_ROUTE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMTEND_LLM", "offline")
+    offline_tenant = f"{tenant}-offline"
+    write_items(neo4j, offline_tenant, FAR_REPEAT)
+    alone = metadata(run_dedup(neo4j, offline_tenant, instance, judge=build_judge(Settings(), in_dagster=False)),
+                     "merged_nodes")
+    assert (alone["merges"], alone["queued_unsure"]) == (0, 0)
+
+    def repeat_fused(body: dict[str, Any]) -> tuple[int, Any]:
+        if "new_memory" in json.loads(body["messages"][1]["content"]):
+            return _redundant(body)
+        return 200, chat_answer(json.dumps({"reason": "same habit", "reconcilable": True,
+                                            "merged": "The user reads a book every night before bed."}))
+
+    ids = write_items(neo4j, tenant, FAR_REPEAT)
+    with fake_openai_server() as server:
+        server.chat = repeat_fused
+        for name, value in (("MEMTEND_LLM", "openai"), ("OPENAI_BASE_URL", server.base_url),
+                            ("OPENAI_API_KEY", "test"), ("MEMTEND_LLM_MODEL", "test-model")):
+            monkeypatch.setenv(name, value)
+        judge = build_judge(Settings(), in_dagster=False)
+        assert isinstance(judge, RoutedJudge) and judge.offline.bands() == {"redundant": 0.60, "contradictory": 0.20}
+        result = run_dedup(neo4j, tenant, instance, judge=judge)
+        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+    assert asked == [(FAR_REPEAT[1], frozenset({FAR_REPEAT[0]}))]
+    assert metadata(result, "relation_judgments")["llm_calls"] == 1
+    judged = result.output_for_node("relation_judgments")
+    assert list(judged[["label", "stage", "routed"]].itertuples(index=False, name=None)) == [("redundant", "llm", True)]
+    assert metadata(result, "merged_nodes")["merges"] == 1
+    graph = nodes(neo4j, tenant)
+    assert [graph[i]["status"] for i in ids] == ["archived", "archived"]
+    [fused] = [n for n in graph.values() if n["status"] == "activated"]
+    assert fused["memory"] == "The user reads a book every night before bed."
+
+    monkeypatch.setenv("MEMTEND_LLM_NEAR_MERGES", "0.30")
+    assert build_judge(Settings(), in_dagster=False).offline.bands()["redundant"] == 0.30

@@ -6,6 +6,8 @@
                                                         routing and offline only, held-out files (once)
 ``python -m research.studies.llm_route_study heldout3 BR BC M``  round 3's chosen variant (near bands
                                                         of redundant / contradictory, merge reach)
+``python -m research.studies.llm_route_study cli``       the shipped defaults through ``memtend eval-judge``,
+                                                        held-out files, both oracles (exact, no replay)
 
 A variant is (``b``, ``c``, ``ride``): pairs left independent with P ≥ t − b are routed (near);
 decisions with P < t + c · (1 − t) are routed (doubtful; ``c`` "scaled" is today's b / t; round 2
@@ -20,7 +22,9 @@ Scoring is ``memtend eval-judge``'s: candidate search, the judge, then the resol
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -226,8 +230,27 @@ def choose(results: list[dict[str, Any]]) -> list[tuple[float, float, float, str
     return sorted(ranked, key=lambda x: (-x[0], x[1]))
 
 
+def cli() -> None:
+    """The held-out files through the product CLI with the shipped routing, both oracles."""
+    for name, path in band.FILES["heldout"].items():
+        new = len({row["b"] for row in band.read_pairs(path)})
+        for oracle_name, wrong in band.ORACLES.items():
+            with oracle_server(pairs=[path], wrong=wrong, seed=band.SEED) as oracle:
+                env = {**os.environ, **band._env(oracle.base_url, 0.30, "uncertain")}
+                out = subprocess.run([sys.executable, "-m", "mem_assets.cli", "eval-judge", str(path)], env=env,
+                                     capture_output=True, text=True, check=True).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            print(json.dumps({"file": name, "oracle": oracle_name, "redundant": r["classes"]["redundant"],
+                              "contradictory_f1": r["classes"]["contradictory"]["f1"], "wrong": r["wrong_total"],
+                              "calls": r["judge_calls"], "calls_per_new_memory": round(r["judge_calls"] / new, 3)}),
+                  flush=True)
+
+
 def main() -> None:
     split = sys.argv[1]
+    if split == "cli":
+        cli()
+        return
     if split == "train":
         rounds = {"1": ROUND_1, "2": VARIANTS, "3": ROUND_3}
         results = run("train", rounds[(sys.argv[2:] or ["2"])[0]], ("shipped", "out of fold"))
