@@ -316,9 +316,10 @@ class TopicWriter:
         with self.neo4j.session() as session:
             owed = session.execute_read(queries.owed_summaries, self.tenant)
         planned = set(plan.loc[plan["kind"] == TOPIC, "id"]) if len(plan) else set()
-        if planned & {row["id"] for row in owed}:
+        owed_ids = {row["id"] for row in owed}
+        if planned & owed_ids:
             plan = plan.copy()
-            plan.loc[(plan["kind"] == TOPIC) & plan["id"].isin({row["id"] for row in owed}), "refresh"] = True
+            plan.loc[(plan["kind"] == TOPIC) & plan["id"].isin(owed_ids), "refresh"] = True
         owed = [row for row in owed if row["id"] not in planned]
         if not owed:
             return plan
