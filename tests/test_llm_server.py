@@ -118,6 +118,51 @@ def test_dedup_through_the_real_server_merges_nothing_the_truth_does_not(server,
     assert metadata(again, "merged_nodes")["resolver_calls"] == 0
 
 
+def test_dedup_with_the_shipped_routing_asks_the_real_server_only_about_unsure_pairs(server, neo4j, instance,
+                                                                                    tenant):
+    """The default (``MEMTEND_LLM_ROUTE=uncertain`` with the default bands): the offline judge
+    decides first and the model sees only the pairs it is unsure of; the true duplicate, which the
+    offline judge is sure of, is merged without asking."""
+    from mem_assets.dedup.pair_judge import OfflineJudge, RoutedJudge
+    from mem_resources.settings import DEFAULT_NEAR_MERGES, DEFAULT_NEAR_SUPERSEDES
+
+    texts = [*DUPLICATE, *DISTINCT]
+    write_items(neo4j, tenant, texts)
+    base_url, _ = server
+
+    def judge() -> RoutedJudge:
+        return RoutedJudge(offline=OfflineJudge(near_merges=DEFAULT_NEAR_MERGES, near_supersedes=DEFAULT_NEAR_SUPERSEDES),
+                           llm=OpenAIJudge(chat=_chat(base_url), max_concurrency=1))
+
+    started = time.monotonic()
+    result = run_dedup(neo4j, tenant, instance, judge=judge())
+    elapsed = time.monotonic() - started
+    assert result.success
+    judged = metadata(result, "relation_judgments")
+    judgments = result.output_for_node("relation_judgments")
+    routed = judgments[judgments["routed"]]
+    # one call per new memory with unsure pairs, and at most one retry of an unreadable answer
+    assert 1 <= len(routed) < len(judgments) and 1 <= judged["llm_calls"] <= 2 * len(routed)
+    assert set(judgments.loc[~judgments["routed"], "stage"]) <= {"offline"}
+    graph = nodes(neo4j, tenant)
+    text_of = {i: n["memory"] for i, n in graph.items()}
+    rows = result.output_for_node("merged_nodes")
+    applied = rows[rows["status"] == "applied"]
+    merged_texts = [{text_of[i] for i in row.sources} for row in applied.itertuples() if row.action.startswith("merge")]
+    assert merged_texts == [set(DUPLICATE)]
+    superseded = sorted(text_of[row.sources[0]] for row in applied.itertuples() if row.action == "supersede")
+    active = {n["memory"] for n in graph.values() if n["status"] == "activated"}
+    assert set(DISTINCT) - set(superseded) <= active
+    _report("dedup_routed", {
+        "memories": len(texts), "seconds": round(elapsed, 1), "llm_calls": judged["llm_calls"],
+        "pairs": len(judgments), "pairs_routed": len(routed), "llm_changed": judged["llm_changed"],
+        "superseded_texts": superseded,
+        "routed": [f"{text_of[row.left_id]} | {text_of[row.right_id]}: {row.label} ({row.reason[:110]})"
+                   for row in routed.itertuples()]})
+    again = run_dedup(neo4j, tenant, instance, judge=judge())
+    assert metadata(again, "relation_judgments")["llm_calls"] == 0
+
+
 def test_reorganization_through_the_real_server_writes_topics_it_read(server, neo4j, instance, tenant):
     texts = [text for topic, text in topic_memories(per_topic=10) if topic in {"cooking", "travel"}]
     write_memories(neo4j, tenant, texts)
