@@ -4,6 +4,10 @@
 offline, then with the shipped LLM topic routing against the research oracle answering from the
 set's labels, perfect and 15 % wrong (seed 1). One JSON line per run on stdout. The defaults before
 this session's choices were scored once, offline, from the commit before them (6ed4078).
+
+``python -m research.studies.fresh5_scoring bands 0.15,0.45``: the LLM runs again at other topic
+bands (``MEMTEND_TOPIC_LLM_BAND``), for the guide's table of band widths; read after the default
+was chosen, never to choose it.
 """
 
 from __future__ import annotations
@@ -30,15 +34,20 @@ def run(env: dict[str, str], llm: bool) -> dict:
 
 def main() -> None:
     memories = sum(1 for line in FRESH5.read_text("utf-8").splitlines() if line.strip())
-    runs = [("offline", None)] + [(name, wrong) for name, wrong in (("perfect", 0.0), ("15% wrong", 0.15))]
-    for name, wrong in runs:
+    oracles = (("perfect", 0.0), ("15% wrong", 0.15))
+    if sys.argv[1:2] == ["bands"]:
+        runs = [(name, wrong, band) for band in sys.argv[2].split(",") for name, wrong in oracles]
+    else:
+        runs = [("offline", None, None)] + [(name, wrong, None) for name, wrong in oracles]
+    for name, wrong, band in runs:
         if wrong is None:
             report = run({"MEMTEND_LLM": "offline"}, llm=False)
         else:
             with oracle_server(topics=[FRESH5], wrong=wrong, seed=1) as oracle:
-                report = run({**LLM_ENV, "OPENAI_BASE_URL": oracle.base_url}, llm=True)
+                extra = {"MEMTEND_TOPIC_LLM_BAND": band} if band else {}
+                report = run({**LLM_ENV, "OPENAI_BASE_URL": oracle.base_url, **extra}, llm=True)
         llm = report.get("llm", {})
-        print(json.dumps({"run": name, "memories": memories, "purity": report["purity"], "placed": report["placed"],
+        print(json.dumps({"run": name, "band": band, "memories": memories, "purity": report["purity"], "placed": report["placed"],
                           "topics": report.get("topics"), "by_language": report.get("by_language"),
                           "placement_calls": llm.get("llm_placement_calls", 0),
                           "calls_per_memory": round(llm.get("llm_placement_calls", 0) / memories, 3),
