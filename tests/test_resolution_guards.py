@@ -55,3 +55,21 @@ def test_a_role_reversal_stays_apart_even_when_the_judge_says_redundant(neo4j, i
     rerun = run()
     assert len(model.chat_calls()) == calls
     assert _meta(rerun, "merged_nodes")["merges"] == 0 and _nodes(neo4j, tenant) == graph
+
+
+def test_the_offline_judge_no_longer_supersedes_a_cat_by_another_cat(neo4j, instance, tenant):
+    """Found on the real-server test's tenant: the offline judge is sure "has a cat named Milo"
+    replaces "has a cat named Luna"; the ``several`` guard keeps both, and says why."""
+    from tests.test_dedup import metadata, nodes, run_dedup, write_items
+
+    ids = write_items(neo4j, tenant, ["The user has a cat named Luna.", "The user has a cat named Milo."])
+    result = run_dedup(neo4j, tenant, instance)
+    judged = metadata(result, "relation_judgments")
+    assert judged["pairs"] == 1 and judged["pairs_guarded"] == 1 and judged["contradictory"] == 0
+    [reason] = result.output_for_node("relation_judgments")["reason"]
+    assert reason.startswith("judged contradictory") and "several guard" in reason
+    assert metadata(result, "merged_nodes")["supersedes"] == 0
+    graph = nodes(neo4j, tenant)
+    assert [graph[i]["status"] for i in ids] == ["activated", "activated"]
+    rerun = run_dedup(neo4j, tenant, instance)
+    assert metadata(rerun, "merged_nodes")["supersedes"] == 0 and nodes(neo4j, tenant) == graph

@@ -14,6 +14,8 @@ merge or a supersede, and two texts equal after normalisation are never guarded.
 - ``attribute``: a contradiction where one text states an attitude (thinks, likes, 觉得, 喜欢) and
   the other a fact of another kind (owns, works, 有), the attitude not asserting the fact's object
   ("his car") — "does not own a car" / "thinks cars waste money".
+- ``several``: one of the same kind under two names — "has a cat named Luna" / "has a cat named
+  Milo" (two cats, not a rename), "我有一只叫咪咪的猫" / "我有一只叫球球的猫".
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from mem_assets.dedup.relations import Label
 from mem_resources.memory_model import normalize_text
 from mem_resources.text import chinese_tagged
 
-GUARDS = "resolution-guards-v2"
+GUARDS = "resolution-guards-v3"
 """Versions the guards; part of the judgment cache key, so a change re-judges cached pairs."""
 
 _USER = "@user"
@@ -606,6 +608,36 @@ def other_attribute(a: str, b: str) -> str | None:
             f"({fact.head!r}) it does not restate: another attribute, not a new value")
 
 
+_EN_ONE_OF_A_KIND = re.compile(
+    r"\b(?:has|have|had|owns?|owned|adopted|adopts?|got|gets|keeps?|kept|raises?|raised)\s+"
+    r"(?:a|an|another|one)\s+(?:[a-z]+\s+){0,2}?([a-z]+?)(?:es|s)?\s*,?\s+(?:named|called)\s+([A-Z][\w'’-]*)")
+_ZH_ONE_OF_A_KIND = re.compile(
+    r"(?:有|养了?|领养了?)(?:一|另一)(?:只|条|个|匹|头|位)(?:名叫|名字叫|叫做?)([\u4e00-\u9fff\w]{1,6}?)的([\u4e00-\u9fff]{1,3})")
+_EN_DENIAL = re.compile(r"\b(?:not|no|never|n't|no longer|anymore|died|passed away|gave away|lost|sold|rehomed|"
+                        r"renamed|instead)\b|n't\b", re.IGNORECASE)
+_ZH_DENIAL = re.compile(r"没有|没|不再|不|去世|死了|送走|送人|丢了|改名")
+
+
+def _one_of_a_kind(text: str) -> tuple[str, str] | None:
+    """(kind, name) when ``text`` says its subject has one of a kind by name: "has a cat named
+    Luna" → ("cat", "Luna"); "我有一只叫咪咪的猫" → ("猫", "咪咪")."""
+    if _CJK.search(text):
+        match = _ZH_ONE_OF_A_KIND.search(text)
+        return (match.group(2), match.group(1)) if match and not _ZH_DENIAL.search(text) else None
+    match = _EN_ONE_OF_A_KIND.search(text)
+    return (match.group(1).lower(), match.group(2)) if match and not _EN_DENIAL.search(text) else None
+
+
+def several_of_a_kind(a: str, b: str) -> str | None:
+    """Why (older ``a``, newer ``b``) can both hold, or None: each says its subject has one of the
+    same kind under two different names ("has a cat named Luna" / "has a cat named Milo"), neither
+    denies it and the newer has no word of change — one may have several."""
+    one, other = _one_of_a_kind(a), _one_of_a_kind(b)
+    if one is None or other is None or one[0] != other[0] or one[1] == other[1] or _statement(b).change:
+        return None
+    return f"one {one[0]!r} named {one[1]!r}, one named {other[1]!r}: one may have several"
+
+
 @dataclass(frozen=True)
 class Guarded:
     """A judge's label after the guards: ``guard`` names the guard that changed it (else None)."""
@@ -622,6 +654,9 @@ def check(a: str, b: str, label: str) -> Guarded:
     why = role_reversal(a, b)
     if why:
         return Guarded("independent", "roles", why)
+    why = several_of_a_kind(a, b)
+    if why:
+        return Guarded("independent", "several", why)
     if label == "contradictory":
         why = other_attribute(a, b)
         if why:

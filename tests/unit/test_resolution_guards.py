@@ -1,5 +1,6 @@
-"""The resolution guards: who does what to whom must match before two memories are redundant, and
-a supersede needs a new value of the same attribute (issue 44 item 7). Pure functions on texts."""
+"""The resolution guards: who does what to whom must match before two memories are redundant, a
+supersede needs a new value of the same attribute (issue 44 item 7), and one of a kind under two
+names is two of them. Pure functions on texts."""
 
 from __future__ import annotations
 
@@ -69,6 +70,38 @@ SAME_ATTRIBUTE = [
 ]
 
 
+SEVERAL_OF_A_KIND = [
+    ("The user has a cat named Luna.", "The user has a cat named Milo."),
+    ("The user adopted a rescue dog named Max.", "The user adopted another dog called Rex."),
+    ("Sam has a brother named Tom.", "Sam has a brother named Jake."),
+    ("我有一只叫咪咪的猫", "我有一只叫球球的猫"),
+    ("用户养了一条叫旺财的狗", "用户养了一条叫来福的狗"),
+]
+"""Labeled independent: having one of a kind named X does not deny having one named Y (found on
+the real-server test's tenant: the offline judge superseded the cat Luna by the cat Milo)."""
+
+ONE_OF_A_KIND_CHANGED = [
+    ("The user has a cat named Luna.", "The user no longer has a cat named Luna."),
+    ("The user has a cat named Luna.", "The user now has a cat named Milo."),
+    ("The user's cat is named Luna.", "The user's cat is named Milo."),
+    ("我有一只叫咪咪的猫", "我不再养叫咪咪的猫了"),
+]
+"""Left to the judge: a denial, a word of change, or one named thing ("the user's cat")."""
+
+
+@pytest.mark.parametrize(("older", "newer"), SEVERAL_OF_A_KIND)
+def test_one_of_a_kind_under_another_name_is_another_one(older, newer):
+    for label in ("contradictory", "redundant"):
+        verdict = check(older, newer, label)
+        assert (verdict.label, verdict.guard) == ("independent", "several"), (older, newer, label)
+        assert "may have several" in verdict.reason
+
+
+@pytest.mark.parametrize(("older", "newer"), ONE_OF_A_KIND_CHANGED)
+def test_a_denied_or_changed_one_of_a_kind_is_left_to_the_judge(older, newer):
+    assert check(older, newer, "contradictory").label == "contradictory"
+
+
 @pytest.mark.parametrize(("older", "newer"), ROLE_REVERSALS)
 def test_a_role_reversal_is_never_redundant(older, newer):
     for a, b in ((older, newer), (newer, older)):
@@ -96,7 +129,7 @@ def test_a_new_value_of_the_same_attribute_still_supersedes(older, newer):
 
 
 def test_guards_only_ever_remove_a_merge_or_a_supersede():
-    for older, newer in ROLE_REVERSALS + SAME_ROLES + OTHER_ATTRIBUTE + SAME_ATTRIBUTE:
+    for older, newer in ROLE_REVERSALS + SAME_ROLES + OTHER_ATTRIBUTE + SAME_ATTRIBUTE + SEVERAL_OF_A_KIND:
         assert check(older, newer, "independent").label == "independent"
     assert check("Sam supports Ana.", "sam supports ana", "redundant").label == "redundant"  # exact duplicate
 
