@@ -111,6 +111,7 @@ class Step:
     command_seconds: float = 0.0
     failed: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -129,7 +130,7 @@ class Step:
         return {"set": self.set_name, "batch": self.batch, **self.figures, "calls": self.calls,
                 "tokens": self.tokens, "oracle_calls": dict(self.oracle_calls), "oracle_tokens": self.oracle_tokens,
                 "run_seconds": round(self.run_seconds, 1), "command_seconds": round(self.command_seconds, 1),
-                "failed": self.failed, "missing_metadata": self.missing}
+                "failed": self.failed, "missing_metadata": self.missing, "failed_checks": self.failed_checks}
 
 
 def run_metadata(instance: dg.DagsterInstance, run_id: str) -> dict[str, dict[str, Any]]:
@@ -140,6 +141,20 @@ def run_metadata(instance: dg.DagsterInstance, run_id: str) -> dict[str, dict[st
         materialization = record.event_log_entry.asset_materialization
         if materialization is not None:
             out[materialization.asset_key.to_user_string()] = {k: v.value for k, v in materialization.metadata.items()}
+    return out
+
+
+def failed_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The run's failed error-severity checks (the ones that make `memtend tend` say FAILED), with
+    their description and first offenders."""
+    out = []
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
+    for record in records:
+        evaluation = record.event_log_entry.dagster_event.event_specific_data
+        if not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+            examples = evaluation.metadata.get("examples")
+            out.append(f"{evaluation.check_name}: {evaluation.description}"
+                       + (f" e.g. {json.dumps(examples.value, ensure_ascii=False)[:600]}" if examples else ""))
     return out
 
 
@@ -169,6 +184,7 @@ def step(set_name: str, batch: str, env: dict[str, str], home: Path, tenants: Se
         for outcome in outcomes:
             out.run_seconds += float(outcome["seconds"])
             metadata = run_metadata(instance, outcome["run"])
+            out.failed_checks += [f"{outcome['tenant']}: {check}" for check in failed_checks(instance, outcome["run"])]
             for name, asset, key in FIGURES:
                 value = metadata.get(asset, {}).get(key)
                 if isinstance(value, int | float):
@@ -185,13 +201,14 @@ def write_batch(inbox: Path, tenant: str, batch: int, texts: Sequence[str]) -> N
         "".join(json.dumps({"memory": text}, ensure_ascii=False) + "\n" for text in texts), "utf-8")
 
 
-def run_set(set_name: str, stamp: str, keep: bool, max_minutes: float, sample: int | None = None) -> list[Step]:
+def run_set(set_name: str, stamp: str, keep: bool, max_minutes: float, sample: int | None = None,
+            offline: bool = False) -> list[Step]:
     spec = SETS[set_name]
     rows = read_rows(spec["topics"])
     by_tenant: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         suffix = f"-{row['tenant']}" if "tenant" in row else ""
-        texts = by_tenant[f"bill-{set_name}-{stamp}{suffix}"][int(row.get("batch", 1))]
+        texts = by_tenant[f"bill-{set_name}{'-offline' if offline else ''}-{stamp}{suffix}"][int(row.get("batch", 1))]
         if sample is None or len(texts) < sample:
             texts.append(row["text"])
     rows = [text for per in by_tenant.values() for texts in per.values() for text in texts]
@@ -205,7 +222,7 @@ def run_set(set_name: str, stamp: str, keep: bool, max_minutes: float, sample: i
            if not k.upper().startswith(("MEMTEND_", "OPENAI_", "NEO4J_", "DAGSTER_"))}
     env.update(PYTHONPATH=str(ROOT), DAGSTER_HOME=str(home), MEMTEND_INBOX=str(work / "inbox"),
                MEMTEND_QUARANTINE=str(work / "quarantine"), MEMTEND_IO_BASE=str(work / "io"),
-               MEMTEND_BACKUP_DIR=str(work / "backups"), **LLM_ENV)
+               MEMTEND_BACKUP_DIR=str(work / "backups"), **({"MEMTEND_LLM": "offline"} if offline else LLM_ENV))
     os.environ["DAGSTER_HOME"] = str(home)  # the instance's SQLite storage reads it
     print(f"{set_name}: {len(rows)} memories, {len(tenants)} tenant(s) {', '.join(tenants)}, batches "
           + ", ".join(f"{b}: {sum(len(per.get(b, [])) for per in by_tenant.values())}" for b in batches), flush=True)
@@ -213,7 +230,8 @@ def run_set(set_name: str, stamp: str, keep: bool, max_minutes: float, sample: i
     started = time.monotonic()
     try:
         with oracle_server(pairs=spec["pairs"], topics=[spec["topics"]], wrong=0.0) as oracle:
-            env["OPENAI_BASE_URL"] = oracle.base_url
+            if not offline:
+                env["OPENAI_BASE_URL"] = oracle.base_url
             plan = [str(b) for b in batches] + [f"{batches[-1]} again (rerun)"]
             for number, batch in enumerate(plan):
                 if (time.monotonic() - started) / 60 > max_minutes:
@@ -247,6 +265,8 @@ def show(s: Step) -> None:
           f"{dict(s.oracle_calls)} ({s.oracle_tokens} tokens); runs {s.run_seconds:.1f} s, command "
           f"{s.command_seconds:.1f} s" + (f"; FAILED {s.failed}" if s.failed else "")
           + (f"; missing metadata {s.missing}" if s.missing else ""), flush=True)
+    for check in s.failed_checks:
+        print(f"    failed check {check}", flush=True)
 
 
 def total(steps: Sequence[Step], set_name: str, batch: str) -> Step:
@@ -283,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-minutes", type=float, default=20.0,
                         help="no new batch starts once a set has run this long")
     parser.add_argument("--json", type=Path, help="also write one JSON line per step here")
+    parser.add_argument("--offline", action="store_true",
+                        help="a control: MEMTEND_LLM=offline (the oracle still listens; it must answer nothing)")
     parser.add_argument("--sample", type=int, help="a smoke test: the first N memories of each tenant and batch")
     args = parser.parse_args(argv)
     if not bolt_answers(NEO4J):
@@ -291,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     rows: list[Step] = []
     for set_name in args.sets:
-        steps = run_set(set_name, stamp, args.keep, args.max_minutes, args.sample)
+        steps = run_set(set_name, stamp, args.keep, args.max_minutes, args.sample, args.offline)
         batches = [s for s in steps if "rerun" not in s.batch]
         rows += batches + ([total(batches, set_name, "all batches")] if batches else [])
         rows += [s for s in steps if "rerun" in s.batch]
