@@ -25,7 +25,12 @@ summaries). The command's printed summary shows only the judge's calls, so it is
 oracle's own tally of the requests it answered, by kind, is printed beside them as a check.
 
     nice -n 10 python -m research.studies.llm_bill_study [--sets fresh5 locomo] [--keep]
-        [--max-minutes 20] [--json results.jsonl]
+        [--max-minutes 20] [--json results.jsonl] [--offline] [--sample N]
+
+``--offline`` is the control (``MEMTEND_LLM=offline``: the oracle must answer nothing); ``--sample N``
+a smoke test on the first N memories of each tenant and batch. Each run's failed error-severity
+checks (those that make the command print FAILED) are printed with their first offenders.
+Results of 2026-12-05: research/studies/llm_bill_results.md.
 
 Tenants are named ``bill-<set>-<UTC time>[-<file tenant>]`` and dropped at the end through
 ``memtend drop --yes`` (backed up first into the set's temporary folder, removed with it);
