@@ -40,17 +40,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 app.add_typer(lifecycle_app)
 app.add_typer(schema_app, name="schema")
 
-#: One summary line per domain: its stages, and the metadata shown for each (absent keys skipped).
+#: One summary line per domain: its stages, and the metadata shown for each (absent or zero skipped).
 SUMMARY: dict[str, dict[str, tuple[str, ...]]] = {
     "ingest": {"memory_items": ("accepted", "rejected", "new"),
                "context_graph": ("new_memories", "claims")},
     "dedup": {"dedup_candidates": ("pairs",),
               "relation_judgments": ("redundant", "contradictory", "llm_calls"),
-              "merged_nodes": ("merges", "supersedes")},
-    "reorg": {"reorg_candidates": ("candidates",), "memory_clusters": ("topics",),
-              "summary_parents": ("topics_created", "topics_grown")},
+              "merged_nodes": ("merges", "supersedes", "resolver_calls")},
+    "reorg": {"reorg_candidates": ("candidates",), "memory_clusters": ("topics", "llm_placement_calls"),
+              "summary_parents": ("topics_created", "topics_grown", "llm_calls")},
     "schema": {"graph_schema": ("node_types", "nodes", "breaking_differences")},
 }
+#: How a run's LLM calls read in the summary: what each stage asked the model for.
+LABELS = {("relation_judgments", "llm_calls"): "llm judge calls", ("merged_nodes", "resolver_calls"): "llm fusion calls",
+          ("memory_clusters", "llm_placement_calls"): "llm placement calls",
+          ("summary_parents", "llm_calls"): "llm naming calls"}
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def summary_lines(instance: dg.DagsterInstance, run_id: str) -> list[SummaryLine
         ran = [stage for stage in stages if stage in metadata]
         if not ran:
             continue
-        counts = {key: metadata[stage][key].value for stage in ran for key in stages[stage]
+        counts = {LABELS.get((stage, key), key): metadata[stage][key].value for stage in ran for key in stages[stage]
                   if key in metadata[stage] and metadata[stage][key].value}
         lines.append(SummaryLine(domain, sum(seconds.get(stage, 0.0) for stage in ran), counts))
     return lines

@@ -37,7 +37,7 @@ from mem_assets.dedup.assets import DedupConfig
 from mem_assets.dedup.candidate_search import search_candidates
 from mem_assets.dedup.candidates import default_threshold
 from mem_assets.dedup.judgment_cache import judge_tenant
-from mem_assets.dedup.pair_judge import JudgeResource
+from mem_assets.dedup.pair_judge import JudgeResource, budgeted_fuse
 from mem_assets.dedup.resolution_plan import Plan
 from mem_assets.dedup.review_queue import unsure_pairs
 from mem_assets.reorg.assets import CandidatesConfig
@@ -132,7 +132,7 @@ def plan_tenant(neo4j: Neo4jResource, tenant: str, embedder: EmbedderResource, j
     judgments = judged.judgments
     frame = judgments.merge(found.pairs[["left_id", "right_id", "left_text", "right_text", "score"]],
                             on=["left_id", "right_id"], how="left") if len(judgments) else judgments
-    plan, nodes = plan_judgments(neo4j, tenant, judgments, judge.fuse, judge.run_deadline_s(), now)
+    plan, nodes = plan_judgments(neo4j, tenant, judgments, budgeted_fuse(judge)[0], judge.run_deadline_s(), now)
     scores = {frozenset((a, b)): float(s) for a, b, s in zip(
         found.pairs["left_id"], found.pairs["right_id"], found.pairs["score"], strict=True)} if len(found.pairs) else {}
     texts = {**{i: n.memory for i, n in nodes.items()}, **{m.merged_id: m.text for m in plan.merges}}

@@ -177,19 +177,19 @@ class Settings(BaseSettings):
     llm_route: LLMRoute = Field(
         default="uncertain", validation_alias=_env("MEMTEND_LLM_ROUTE"),
         description="With MEMTEND_LLM=openai: uncertain: the offline judge decides every pair and only "
-                    "those in the uncertain band (MEMTEND_REVIEW_BAND) go to the LLM; all: the LLM "
+                    "those in its uncertain bands (MEMTEND_LLM_NEAR_*, _CONFIRM_*) go to the LLM; all: the LLM "
                     "judges every pair (one call per new memory with candidates).")
     llm_max_calls_per_run: int = Field(
         default=1000, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_CALLS_PER_RUN"),
         description="LLM calls one run of a tenant may make for judging, and as many (each counted apart) for "
-                    "topic placement and for topic names/summaries; the new memories beyond wait, unmerged and "
-                    "unchecked, for the next run; the uncertain memories beyond keep their offline placement (or, "
+                    "fusions, topic placement and topic names/summaries; the new memories (or groups to fuse) "
+                    "beyond wait, unmerged and unchecked, for the next run; the uncertain memories beyond keep their offline placement (or, "
                     "unplaced, wait for the next run); the topics beyond keep their offline name and are named "
                     "by the next run; 0: no limit.")
     llm_max_tokens_per_run: int = Field(
         default=2_000_000, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_TOKENS_PER_RUN"),
         description="Prompt + completion tokens the LLM judge may spend in one run of a tenant, and as "
-                    "many (each counted apart) topic placement and topic names/summaries; no call starts once "
+                    "many (each counted apart) fusions, topic placement and topic names/summaries; no call starts once "
                     "they are spent (calls in flight finish); 0: no limit.")
     topic_llm_band: float = Field(
         default=DEFAULT_TOPIC_LLM_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_TOPIC_LLM_BAND"),

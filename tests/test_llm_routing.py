@@ -325,3 +325,33 @@ def test_with_the_default_bands_a_far_repeat_reaches_the_llm_but_not_the_review_
 
     monkeypatch.setenv("MEMTEND_LLM_NEAR_MERGES", "0.30")
     assert build_judge(Settings(), in_dagster=False).offline.bands()["redundant"] == 0.30
+
+
+def test_fusions_spend_under_their_own_budget_and_the_next_run_takes_up_the_rest(neo4j, instance, tenant):
+    """Resolver (fusion) calls are limited per run like judging, counted apart: with one call a run,
+    the repeat is fused and the move waits, its pair unresolved and its nodes unchecked, until the
+    next run; nothing is merged or superseded without the model's answer."""
+    ids = write_items(neo4j, tenant, SURE)
+
+    def fused(body: dict[str, Any]) -> tuple[int, Any]:
+        data = json.loads(body["messages"][1]["content"])
+        assert "new_memory" not in data, "the offline judge is sure of both pairs: no judge call"
+        return 200, chat_answer(json.dumps({"reason": "one fact", "reconcilable": False, "merged": None}))
+
+    def judge(url: str) -> RoutedJudge:
+        return RoutedJudge(offline=OfflineJudge(), llm=_llm(url, max_calls_per_run=1))
+
+    with fake_openai_server() as server:
+        server.chat = fused
+        first = metadata(run_dedup(neo4j, tenant, instance, judge=judge(server.base_url)), "merged_nodes")
+        calls_first = len(server.chat_calls())
+        graph = nodes(neo4j, tenant)
+        second = metadata(run_dedup(neo4j, tenant, instance, judge=judge(server.base_url)), "merged_nodes")
+        calls_second = len(server.chat_calls()) - calls_first
+    assert calls_first == first["resolver_calls"] == 1 and first["resolver_over_budget"] == 1
+    assert (first["resolver_calls_left"], first["resolver_failed"]) == (0, 1)
+    assert first["merges"] + first["supersedes"] == 1
+    waiting = [i for i in ids if "dedup_checked_at" not in graph[i]]
+    assert len(waiting) == 2 and all(graph[i]["status"] == "activated" for i in waiting)
+    assert calls_second == second["resolver_calls"] == 1 and second["resolver_over_budget"] == 0
+    assert first["merges"] + second["merges"] == 1 and first["supersedes"] + second["supersedes"] == 1

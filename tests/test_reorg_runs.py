@@ -79,6 +79,8 @@ def test_llm_summaries_and_a_malformed_answer_falls_back_to_the_offline_summary(
                           and any(t in travel for t in json.loads(body["messages"][1]["content"])["memories"])]
         assert travel_prompts and all(len(body["messages"]) in (2, 4) for body in travel_prompts)
         assert metadata["llm_fallbacks_to_offline"] * 2 == len(travel_prompts)
+        # a cooking theme answered "Cooking at home", its sub-topics' name: the draft is written, counted
+        assert metadata["llm_theme_names_refused"] >= 1
         logs = [entry.user_message for entry in instance.all_logs(result.run_id)]
         assert any("offline summary is written instead" in message for message in logs)
 

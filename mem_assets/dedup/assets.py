@@ -12,7 +12,7 @@ from mem_assets.dedup.apply_resolutions import DONE, resolve_judgments
 from mem_assets.dedup.candidate_search import Search, search_candidates
 from mem_assets.dedup.candidates import default_threshold
 from mem_assets.dedup.judgment_cache import JudgingReport, judge_tenant
-from mem_assets.dedup.pair_judge import JudgeResource
+from mem_assets.dedup.pair_judge import JudgeResource, budgeted_fuse
 from mem_assets.dedup.relations import CascadeStage
 from mem_assets.dedup.review_queue import queued, unsure_pairs
 from mem_resources import model_passes
@@ -200,7 +200,8 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
     now = utc_now()
     seen_at = pd.Timestamp(dedup_candidates["seen_at"].iloc[0]).to_pydatetime() if len(dedup_candidates) else now
     tenant = tenant_of(context)
-    outcome = resolve_judgments(neo4j, tenant, relation_judgments, embedder, judge.fuse,
+    fuse, budget = budgeted_fuse(judge)
+    outcome = resolve_judgments(neo4j, tenant, relation_judgments, embedder, fuse,
                                 judge.run_deadline_s(), seen_at, now, run_id=context.run.run_id)
     plan, rows, checked = outcome.plan, outcome.rows, outcome.checked
     deferred = [row for row in rows if row["status"] not in DONE]
@@ -249,6 +250,8 @@ def merged_nodes(context: dg.AssetExecutionContext, dedup_candidates: pd.DataFra
         "nodes_marked_checked": len(checked),
         "resolver_calls": plan.usage.calls,
         "resolver_tokens": plan.usage.prompt_tokens + plan.usage.completion_tokens,
+        "resolver_over_budget": plan.usage.deferred,
+        **(budget.left("resolver") if budget is not None else {}),
         "judge_and_resolver_calls_per_new_node": _per_new_node(llm_calls, new_nodes),
         "queued_unsure": len(unsure),
         "review_queue": len(pending),

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -179,10 +180,11 @@ class JudgeResource(ConfigurableResource, ABC):
         return _split(judged, requests), usage
 
     @abstractmethod
-    def fuse(self, texts: Sequence[str], label: Label,
-             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+    def fuse(self, texts: Sequence[str], label: Label, dates: Sequence[str | None] | None = None,
+             budget: CallBudget | None = None) -> tuple[Fusion, ChatUsage]:
         """Fuse redundant texts, or reconcile contradictory ones (``text=None``: irreconcilable).
-        ``texts`` come oldest first, with their ``dates`` when known."""
+        ``texts`` come oldest first, with their ``dates`` when known. ``budget``: the run's
+        resolver budget (a model's calls only); once spent the group is left for the next run."""
 
     def run_deadline_s(self) -> float | None:
         """Seconds one run may spend judging; None: no limit."""
@@ -192,6 +194,13 @@ class JudgeResource(ConfigurableResource, ABC):
     def llm_budget(self) -> tuple[int, int] | None:
         """LLM calls and tokens one run's judging may spend (0: no limit); None: no LLM."""
         return None
+
+
+def budgeted_fuse(judge: JudgeResource) -> tuple[Callable[..., tuple[Fusion, ChatUsage]], CallBudget | None]:
+    """``judge.fuse`` under a fresh per-run resolver budget (the judge's LLM limits, counted apart
+    from judging), and that budget; None without a model."""
+    budget = CallBudget(*judge.llm_budget) if judge.llm_budget is not None else None
+    return partial(judge.fuse, budget=budget), budget
 
 
 REQUESTS_PER_BATCH = 200
@@ -298,8 +307,8 @@ class OfflineJudge(JudgeResource):
             vectors.cross_encoded = shared.cross_encoded
         return results, ChatUsage(calls=sum(len(pairs) for pairs in batches))
 
-    def fuse(self, texts: Sequence[str], label: Label,
-             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+    def fuse(self, texts: Sequence[str], label: Label, dates: Sequence[str | None] | None = None,
+             budget: CallBudget | None = None) -> tuple[Fusion, ChatUsage]:
         if label == "contradictory":
             return Fusion(None, "offline judge never reconciles a contradiction"), ChatUsage()
         best = max(texts, key=informativeness)
@@ -410,14 +419,21 @@ class OpenAIJudge(JudgeResource):
         """(older, newer) pairs, one call per distinct newer text with all its older ones."""
         return _judge_by_newer(self, pairs)
 
-    def fuse(self, texts: Sequence[str], label: Label,
-             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
+    def fuse(self, texts: Sequence[str], label: Label, dates: Sequence[str | None] | None = None,
+             budget: CallBudget | None = None) -> tuple[Fusion, ChatUsage]:
         """A fused text is used only if every content word of it appears in some source and, for
         a redundant group, it carries every source's content (``merging.carries``). Otherwise the
         group keeps a source that carries all the others, or is not merged at all: the model's
         word alone never archives a memory whose content the kept text lacks (a text in the
         group may be written to make it say "redundant")."""
-        answer, usage = self.chat.ask_json(FUSE_SYSTEM, fuse_message(texts, dates, label), Reconciliation)
+        if budget is not None and not budget.take():
+            return Fusion(None, "over the run's LLM budget: left for the next run", failed=True), ChatUsage(deferred=1)
+        usage = ChatUsage()
+        try:
+            answer, usage = self.chat.ask_json(FUSE_SYSTEM, fuse_message(texts, dates, label), Reconciliation)
+        finally:
+            if budget is not None:
+                budget.settle(usage)
         if answer is None:
             log.warning("Resolver gave no valid answer for %d memories: left unresolved", len(texts))
             return Fusion(None, "resolver failed: no valid answer", failed=True), usage
@@ -524,6 +540,6 @@ class RoutedJudge(JudgeResource):
             results.append(weighed)
         return results, usage
 
-    def fuse(self, texts: Sequence[str], label: Label,
-             dates: Sequence[str | None] | None = None) -> tuple[Fusion, ChatUsage]:
-        return self.llm.fuse(texts, label, dates)
+    def fuse(self, texts: Sequence[str], label: Label, dates: Sequence[str | None] | None = None,
+             budget: CallBudget | None = None) -> tuple[Fusion, ChatUsage]:
+        return self.llm.fuse(texts, label, dates, budget)

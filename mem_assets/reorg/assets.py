@@ -172,6 +172,7 @@ def summary_parents(context: dg.AssetExecutionContext, config: SummaryConfig, ne
         "llm_prompt_tokens": outcome.usage.prompt_tokens,
         "llm_completion_tokens": outcome.usage.completion_tokens,
         "llm_fallbacks_to_offline": outcome.llm_fallbacks,
+        "llm_theme_names_refused": outcome.theme_names_refused,
         "summaries_over_budget": outcome.summaries_over_budget,
         "summaries_owed_named": outcome.summaries_owed_named,
         "summaries_owed_left": owed,

@@ -244,7 +244,8 @@ def apply_choices(before: Mapping[str, Topic], plan: CyclePlan, offers: Sequence
     ``plan``: children, centroid sums and counts of the topics and their parents, ``placed``,
     ``set_aside``, ``grown`` and ``refresh`` follow. A choice that would overfill a topic is not
     applied (``full``), nor one that would leave a group made this run holding a memory of the other
-    language under two members; a group made this run left under two members is dissolved."""
+    language under two members; a group made this run left under two members is dissolved, and a
+    theme made or promoted this run left with one sub-topic is undone."""
     row_of = {mid: row for row, mid in enumerate(ids)}
     revision = Revision()
     touched: set[str] = set()
@@ -273,12 +274,12 @@ def apply_choices(before: Mapping[str, Topic], plan: CyclePlan, offers: Sequence
             plan.placed[offer.memory] = target
             plan.set_aside.pop(offer.memory, None)
         revision.changed += 1
-    for tid in touched:
-        _settle(before, plan, tid, refresh_fraction)
     for tid in sorted(touched & plan.created):
         topic = plan.topics.get(tid)
         if topic is not None and topic.level == 1 and topic.member_count < 2:
             _dissolve(plan, tid, row_of, vectors)
+    for tid in touched & set(plan.topics):
+        _settle(before, plan, tid, refresh_fraction)
     return revision
 
 
@@ -297,10 +298,45 @@ def _dissolve(plan: CyclePlan, tid: str, row_of: Mapping[str, int], vectors: np.
         plan.set_aside[member] = SetAside(LLM_NO_TOPIC, None, 0.0, 1)
     parent = plan.topics[tid].parent
     _drop(plan, tid)
-    if parent is not None and parent in plan.topics:
-        plan.topics[parent].children = [c for c in plan.topics[parent].children if c != tid]
-        if parent in plan.created and not plan.topics[parent].children:
-            _drop(plan, parent)
+    if parent is None or parent not in plan.topics:
+        return
+    above = plan.topics[parent]
+    above.children = [c for c in above.children if c != tid]
+    if parent in plan.created and len(above.children) < 2:
+        _lift(plan, parent)
+    elif parent in plan.promoted and len(above.children) == 1 and above.children[0] in plan.created:
+        _unpromote(plan, parent)
+
+
+def _lift(plan: CyclePlan, tid: str) -> None:
+    """A theme made this run left with fewer than two sub-topics is gone (a topic groups at least
+    two members): its sub-topic, if one is left, takes its place."""
+    theme = plan.topics[tid]
+    for child in theme.children:
+        plan.topics[child].parent = theme.parent
+        if child not in plan.created:
+            plan.reparented.add(child)
+    if theme.parent is not None and theme.parent in plan.topics:
+        above = plan.topics[theme.parent]
+        above.children = [c for c in above.children if c != tid] + theme.children
+    _drop(plan, tid)
+
+
+def _unpromote(plan: CyclePlan, tid: str) -> None:
+    """A topic promoted this run to a theme whose only sub-topic is the one made this run: the
+    promotion is undone, the sub-topic's members (its own and those placed this run) are its own
+    again."""
+    topic = plan.topics[tid]
+    leaf = plan.topics[topic.children[0]]
+    topic.level, topic.children = 1, list(leaf.children)
+    for member in leaf.children:
+        if plan.placed.get(member) == leaf.id:
+            plan.placed[member] = tid
+        if plan.moved.get(member) == leaf.id:
+            del plan.moved[member]
+    _drop(plan, leaf.id)
+    plan.promoted.discard(tid)
+    plan.grown.add(tid)
 
 
 def _drop(plan: CyclePlan, tid: str) -> None:

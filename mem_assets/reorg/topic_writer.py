@@ -207,6 +207,8 @@ class WriteOutcome:
     set_aside: int = 0
     deferred: int = 0
     llm_fallbacks: int = 0
+    theme_names_refused: int = 0
+    """Themes whose answered name was one of their sub-topics': the draft was written instead."""
     summaries_over_budget: int = 0
     """Topics written with the offline draft because the run's LLM budget was spent (owed)."""
     summaries_owed_named: int = 0
@@ -477,6 +479,7 @@ class _TypeContext:
                                         "the topic's membership changes")
             summary = draft
         if child_keys and summary.key in child_keys:
+            self.writer.outcome.theme_names_refused += summary is not draft
             summary = draft
         self.keys[tid] = summary.key
         return summary

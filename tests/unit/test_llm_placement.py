@@ -12,6 +12,7 @@ from mem_assets.reorg.llm_placement import (
     LLM_NO_TOPIC,
     NEW,
     UNPLACED,
+    Offer,
     PlacementAnswer,
     answer_schema,
     apply_choices,
@@ -169,3 +170,37 @@ def test_an_answer_moves_a_member_out_of_its_group_and_a_group_left_alone_is_dis
     apply_choices(before, plan, offers, {"stray": NEW}, ids, vectors, max_members=20, refresh_fraction=0.5)
     assert "grp" not in plan.topics and "grp" not in plan.created
     assert plan.set_aside["stray"].reason == plan.set_aside["g1"].reason == LLM_NO_TOPIC
+
+
+def _themed(promoted: bool) -> tuple[dict[str, Topic], CyclePlan, list[str], np.ndarray]:
+    """Theme P over groups A (m1, m2) and B (m3-m5), made this run; or, ``promoted``, an existing
+    topic P (m3-m5) promoted this run to a theme over B (its own members) and a new group A."""
+    vectors = np.random.default_rng(0).normal(size=(5, 4))
+    ids = ["m1", "m2", "m3", "m4", "m5"]
+    topics = {"A": Topic("A", 1, "en", ids[:2], vectors[:2].sum(0), 2, parent="P"),
+              "B": Topic("B", 1, "en", ids[2:], vectors[2:].sum(0), 3, parent="P"),
+              "P": Topic("P", 2, "en", ["A", "B"], vectors.sum(0), 5)}
+    before = {"P": Topic("P", 1, "en", ids[2:], vectors[2:].sum(0), 3)} if promoted else {}
+    plan = CyclePlan(topics=topics, placed={"m1": "A", "m2": "A"} if promoted else {m: "A" if m in ids[:2] else "B"
+                                                                                   for m in ids},
+                     moved={m: "B" for m in ids[2:]} if promoted else {},
+                     created={"A", "B"} if promoted else {"A", "B", "P"}, promoted={"P"} if promoted else set())
+    return before, plan, ids, vectors
+
+
+def test_a_theme_made_this_run_left_with_one_sub_topic_is_gone_and_its_sub_topic_takes_its_place():
+    before, plan, ids, vectors = _themed(promoted=False)
+    offer = Offer("m1", "t", ("B",), (0.5,), "A", GROUP, 0.01)
+    apply_choices(before, plan, [offer], {"m1": NEW}, ids, vectors, 20, 0.25)
+    assert set(plan.topics) == {"B"} and plan.topics["B"].parent is None and plan.created == {"B"}
+    assert set(plan.set_aside) == {"m1", "m2"} and plan.placed == {m: "B" for m in ids[2:]}
+
+
+def test_a_promotion_whose_new_sibling_is_dissolved_is_undone():
+    before, plan, ids, vectors = _themed(promoted=True)
+    offer = Offer("m1", "t", ("B",), (0.5,), "A", GROUP, 0.01)
+    apply_choices(before, plan, [offer], {"m1": NEW}, ids, vectors, 20, 0.25)
+    assert set(plan.topics) == {"P"} and plan.created == set() and plan.promoted == set()
+    topic = plan.topics["P"]
+    assert (topic.level, sorted(topic.children), topic.member_count) == (1, ids[2:], 3)
+    assert plan.moved == {} and set(plan.set_aside) == {"m1", "m2"} and "P" not in plan.grown
