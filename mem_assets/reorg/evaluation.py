@@ -281,7 +281,8 @@ def evaluate_topics(items: Sequence[EvalItem], embedder: EmbedderResource, param
                     advisor.revise(dict(planned.topics), plan, planned.ids, planned.vectors,
                                    [texts[row_of[m]] for m in planned.ids],
                                    planned.params.max_members, planned.params.refresh_fraction,
-                                   lambda wanted, before=dict(planned.topics): describe(before, wanted))
+                                   lambda wanted, before=dict(planned.topics): describe(before, wanted),
+                                   planned.params.merge_similarity)
                 topics.update(plan.topics)
                 left.extend(row_of[m] for m in plan.set_aside)
                 reasons.update(aside.reason for aside in plan.set_aside.values())

@@ -23,16 +23,17 @@ and the answer ``{"choices": [{"memory": <index into memories, from 0>, "choice"
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 from dagster import ConfigurableResource
 from pydantic import BaseModel, Field, model_validator
 
-from mem_assets.reorg.placement import CyclePlan, SetAside, Topic, memories_below
+from mem_assets.reorg.placement import CyclePlan, SetAside, Topic, memories_below, near_duplicate_roots
 from mem_resources.embedder import normalize_rows
 from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource, budget_left
 from mem_resources.settings import DEFAULT_TOPIC_LLM_BAND, DEFAULT_TOPIC_LLM_GROUP_BAND, DEFAULT_TOPIC_LLM_TOPICS
@@ -384,6 +385,22 @@ def _settle(before: Mapping[str, Topic], plan: CyclePlan, tid: str, refresh_frac
         plan.refresh.discard(tid)
 
 
+def _alike_roots(plan: CyclePlan, merge_similarity: float | None) -> set[frozenset[str]]:
+    """Pairs of top-level topics of ``plan`` as alike as the asset check refuses (none without a bar)."""
+    if merge_similarity is None:
+        return set()
+    roots = sorted((t for t in plan.topics.values() if t.parent is None), key=lambda t: t.id)
+    return {frozenset((a.id, b.id)) for _, a, b in near_duplicate_roots(roots, merge_similarity)}
+
+
+def _touches(plan: CyclePlan, offline: CyclePlan, memory: str, choice: str, offers: Sequence[Offer],
+             crowded: set[str]) -> bool:
+    """Whether the choice for ``memory`` moved it out of or into a top-level topic in ``crowded``."""
+    offer = next(o for o in offers if o.memory == memory)
+    ends = [(offline, offer.offline), (plan, None if choice == NEW else choice), (plan, offer.offline)]
+    return any(tid is not None and tid in where.topics and _root(where.topics, tid) in crowded for where, tid in ends)
+
+
 # -- asking the model -------------------------------------------------------------------------------
 
 Describe = Callable[[Sequence[str]], dict[str, TopicOption]]
@@ -411,10 +428,15 @@ class PlacementAdvisor:
     undecided: int = 0
     changed: int = 0
     full: int = 0
+    undone: int = 0
+    """Choices not applied because they made two top-level topics near-duplicates."""
 
     def revise(self, before: Mapping[str, Topic], plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray,
-               texts: Sequence[str], max_members: int, refresh_fraction: float, describe: Describe) -> None:
-        """Ask about ``plan``'s uncertain memories among ``ids`` and apply the usable answers."""
+               texts: Sequence[str], max_members: int, refresh_fraction: float, describe: Describe,
+               merge_similarity: float | None = None) -> None:
+        """Ask about ``plan``'s uncertain memories among ``ids`` and apply the usable answers; with
+        ``merge_similarity``, not those that leave two top-level topics that alike (offline
+        placement joins such topics; a theme is told once)."""
         offers = uncertain_offers(before, plan, ids, vectors, texts, self.band, self.topics, max_members)
         if self.group_band > 0:
             offers += group_offers(before, plan, ids, vectors, texts, self.group_band, self.topics, max_members)
@@ -424,12 +446,25 @@ class PlacementAdvisor:
         choices = self.decide(offers, lambda wanted: {
             **describe([t for t in wanted if t in before]),
             **group_options(plan, ids, vectors, texts, made, self.examples)})
+        offline = copy.deepcopy(plan)
         revision = apply_choices(before, plan, offers, choices, ids, vectors, max_members, refresh_fraction)
+        known, answered = _alike_roots(offline, merge_similarity), set(choices)
+        while (alike := _alike_roots(plan, merge_similarity) - known):
+            crowded = {tid for pair in alike for tid in pair}
+            kept = {memory: choice for memory, choice in choices.items()
+                    if not _touches(plan, offline, memory, choice, offers, crowded)}
+            if len(kept) == len(choices):
+                break
+            self.undone += len(choices) - len(kept)
+            choices = kept
+            for part in fields(CyclePlan):
+                setattr(plan, part.name, copy.deepcopy(getattr(offline, part.name)))
+            revision = apply_choices(before, plan, offers, choices, ids, vectors, max_members, refresh_fraction)
         self.changed += revision.changed
         self.full += revision.full
         for offer in offers:
             aside = plan.set_aside.get(offer.memory)
-            if offer.memory not in choices and aside is not None:
+            if offer.memory not in answered and aside is not None:
                 plan.set_aside[offer.memory] = SetAside(LLM_UNDECIDED, aside.nearest_topic, aside.similarity,
                                                         aside.group_size)
                 self.undecided += 1
@@ -493,6 +528,7 @@ class PlacementAdvisor:
             "llm_placement_answered": self.answered,
             "llm_placement_changed": self.changed,
             "llm_placement_refused": self.refused + self.full,
+            "llm_placement_undone": self.undone,
             "llm_placement_failed": self.failed,
             "llm_placement_over_budget": self.over_budget,
             "llm_placement_deferred": self.undecided,

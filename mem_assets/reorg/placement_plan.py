@@ -293,7 +293,8 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
         for lang, side in sides.items():
             limits = params[side.store.space]
             advisor.revise(side.before, plans[lang], side.ids, side.matrix, side.texts, limits.max_members,
-                           limits.refresh_fraction, lambda ids, side=side: side.describe(ids, advisor.examples))
+                           limits.refresh_fraction, lambda ids, side=side: side.describe(ids, advisor.examples),
+                           limits.merge_similarity)
     return [row for lang, side in sides.items()
             for row in (_plan_rows(memory_type, side.store.space, side.before, plans[lang], rebuild)
                         + side.route_rows(memory_type, plans))]

@@ -166,7 +166,8 @@ class _Recorder(PlacementAdvisor):
 
     signals: dict[str, dict[str, float]] | None = None
 
-    def revise(self, before, plan, ids, vectors, texts, max_members, refresh_fraction, describe) -> None:
+    def revise(self, before, plan, ids, vectors, texts, max_members, refresh_fraction, describe,
+               merge_similarity=None) -> None:
         if self.signals is None:
             self.signals = {}
         leaves = sorted(t for t, topic in before.items() if topic.level == 1 and t in plan.topics
@@ -193,7 +194,7 @@ class _Recorder(PlacementAdvisor):
                                      "theme": float(sims[row][best] - (others.max() if len(others) else -1.0)),
                                      "sibling": float(sims[row][best] - (sims[row][order[1]] if len(order) > 1
                                                                          else -1.0))}
-        super().revise(before, plan, ids, vectors, texts, max_members, refresh_fraction, describe)
+        super().revise(before, plan, ids, vectors, texts, max_members, refresh_fraction, describe, merge_similarity)
 
 
 def diag(files: Sequence[str]) -> None:

@@ -204,3 +204,34 @@ def test_a_promotion_whose_new_sibling_is_dissolved_is_undone():
     topic = plan.topics["P"]
     assert (topic.level, sorted(topic.children), topic.member_count) == (1, ids[2:], 3)
     assert plan.moved == {} and set(plan.set_aside) == {"m1", "m2"} and "P" not in plan.grown
+
+
+def test_a_choice_that_makes_two_top_level_topics_alike_is_undone():
+    """Offline placement joins top-level topics as alike as ``merge_similarity`` (the asset check
+    refuses them); the model's choices must not make such a pair: the ones that did are undone."""
+    from mem_assets.reorg.llm_placement import PlacementAdvisor
+    from mem_resources.llm import CallBudget, OpenAIChatResource
+
+    rng = np.random.default_rng(1)
+    centres = [rng.normal(size=16) for _ in range(3)]
+    rows = {name: np.array([c + 0.05 * rng.normal(size=16) for _ in range(3)]) for name, c in zip("ABC", centres)}
+    memory = (centres[0] + 0.05 * rng.normal(size=16))[None, :]
+    before = {name: Topic(name, 1, "en", [f"{name}{i}" for i in range(3)], rows[name].sum(0), 3) for name in "ABC"}
+
+    class Scripted(PlacementAdvisor):
+        def decide(self, offers, describe):
+            return {"m": "B"}  # a memory of A's kind put in B draws B's centroid toward A
+
+    def revised(merge_similarity: float | None) -> tuple[CyclePlan, PlacementAdvisor]:
+        plan = CyclePlan(topics=copy.deepcopy(before), set_aside={"m": SetAside(UNPLACED, "A", 0.9, 1)})
+        advisor = Scripted(chat=OpenAIChatResource(base_url="http://127.0.0.1:9/v1"), budget=CallBudget(0, 0))
+        advisor.revise(before, plan, ["m"], memory, ["a memory"], 20, 0.25, lambda wanted: {}, merge_similarity)
+        return plan, advisor
+
+    # in the topic space fitted on these three roots, A and B move from cosine -0.72 to -0.54
+    plan, advisor = revised(None)
+    assert plan.placed == {"m": "B"} and advisor.changed == 1
+    plan, advisor = revised(-0.6)
+    assert plan.placed == {} and (advisor.changed, advisor.undone, advisor.undecided) == (0, 1, 0)
+    assert plan.set_aside["m"].reason == UNPLACED  # answered, not deferred: no call for it next run
+    assert plan.topics["B"].member_count == 3
