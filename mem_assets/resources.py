@@ -94,11 +94,13 @@ def build_chat(settings: Settings, in_dagster: bool = True) -> OpenAIChatResourc
 
 def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
     """Offline; with ``MEMTEND_LLM=openai`` the offline judge routing its uncertain pairs to the
-    LLM (its near bands ``MEMTEND_LLM_NEAR_MERGES`` / ``_SUPERSEDES``), or (``MEMTEND_LLM_ROUTE=all``) the LLM alone. With an LLM the offline cascade has no
-    middle stage (``MEMTEND_JUDGE_MIDDLE`` or not): the confirmation reach was chosen on the
-    accurate stage's probabilities."""
+    LLM (its near bands ``MEMTEND_LLM_NEAR_MERGES`` / ``_SUPERSEDES``), or
+    (``MEMTEND_LLM_ROUTE=all``) the LLM alone. With an LLM the offline cascade has no middle stage
+    (``MEMTEND_JUDGE_MIDDLE`` or not): the confirmation reach was chosen on the accurate stage's
+    probabilities."""
     routed = settings.llm == "openai" and settings.llm_route == "uncertain"
-    offline = OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate, middle=settings.judge_middle and settings.llm != "openai",
+    offline = OfflineJudge(model=settings.offline_judge, gate=settings.judge_gate,
+                           middle=settings.judge_middle and settings.llm != "openai",
                            models_dir=str(settings.models_dir), review_band=settings.review_band,
                            near_merges=settings.llm_near_merges if routed else None,
                            near_supersedes=settings.llm_near_supersedes if routed else None,

@@ -233,13 +233,26 @@ class OpenAIChatResource(ConfigurableResource):
     def ask_json(self, system: str, user: str, schema: type[T], client: OpenAI | None = None,
                  context: dict[str, Any] | None = None,
                  deadline: float | None = None,
-                 sent_schema: dict[str, Any] | None = None) -> tuple[T | None, ChatUsage]:
+                 sent_schema: dict[str, Any] | None = None,
+                 budget: CallBudget | None = None) -> tuple[T | None, ChatUsage]:
         """Ask once; an answer that cannot be read or fails ``schema`` (validated with
         ``context``) is asked for once more, unless ``deadline`` (time.monotonic) has passed.
         ``sent_schema``: the JSON schema to send instead of ``schema``'s, e.g. one fitted to this
-        request (a grammar-constrained server then cannot answer in another shape)."""
+        request (a grammar-constrained server then cannot answer in another shape). ``budget``: no
+        call when it is spent (``usage.deferred`` 1), else what the call spends is counted there."""
+        if budget is not None and not budget.take():
+            return None, ChatUsage(deferred=1)
         usage = ChatUsage()
-        client = client or self.client()
+        try:
+            return self._ask_json(system, user, schema, client or self.client(), usage, context, deadline,
+                                  sent_schema)
+        finally:
+            if budget is not None:
+                budget.settle(usage)
+
+    def _ask_json(self, system: str, user: str, schema: type[T], client: OpenAI, usage: ChatUsage,
+                  context: dict[str, Any] | None, deadline: float | None,
+                  sent_schema: dict[str, Any] | None) -> tuple[T | None, ChatUsage]:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         for attempt in (1, 2):
             content = ""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 
@@ -382,7 +382,8 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
     ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: the pairs
     it is sure of (``Gate.answers``) are answered without the model's deep features (their texts
-    are not embedded for them); the others record what the gate's model alone would have said. ``band``: by label, a pair the model leaves independent within this of its threshold is marked
+    are not embedded for them); the others record what the gate's model alone would have said.
+    ``band``: by label, a pair the model leaves independent within this of its threshold is marked
     ``near`` (``JudgeModel.near_misses``) for the review queue; its label stays independent.
     ``reach``: by label, the share of the room above its threshold within which a decision of the
     model is ``doubtful`` (``JudgeModel.doubts``); None: none is. ``middle`` (a gate over the cheap
@@ -433,8 +434,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
                 fast = "independent" if dated and fast is not None else fast
                 mid = "independent" if dated and mid is not None else mid
                 if label != "independent" and dated:
-                    judged[i] = replace(_decision(label, p, float(probabilities[k, independent]), True, None, stage,
-                                                  fast), middle_label=mid)
+                    judged[i] = _decision(label, p, float(probabilities[k, independent]), True, None, stage, fast, mid)
                 elif label == "independent" and near[k] is not None:
                     judged[i] = Decision(label, p, near=near[k][0], near_probability=round(near[k][1], 4),
                                          stage=stage, fast_label=fast, middle_label=mid)
@@ -473,10 +473,10 @@ def _middle_stage(rest: Sequence[tuple[str, str]], cheap: np.ndarray, opened: np
 
 
 def _decision(label: Label, p: float, independent: float, dated: bool, gated: str | None,
-              stage: CascadeStage, fast_label: Label | None = None) -> Decision:
+              stage: CascadeStage, fast_label: Label | None = None, middle_label: Label | None = None) -> Decision:
     """``label`` as ``stage`` decided it, unless it merges or supersedes two ``dated`` events."""
     if label != "independent" and dated:
         return Decision("independent", independent, gated,
                         overruled=f"two dated events, not an update: P({label}) = {p:.2f} overruled", stage=stage,
-                        fast_label=fast_label)
-    return Decision(label, p, gated, stage=stage, fast_label=fast_label)
+                        fast_label=fast_label, middle_label=middle_label)
+    return Decision(label, p, gated, stage=stage, fast_label=fast_label, middle_label=middle_label)

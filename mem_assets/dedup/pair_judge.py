@@ -362,16 +362,12 @@ class OpenAIJudge(JudgeResource):
             if time.monotonic() >= deadline:
                 return [Judgment("independent", "not judged: the run's deadline passed", deferred=True,
                                  stage="llm")] * count, ChatUsage(deferred=1)
-            if not budget.take():
+            verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
+                                                client=client, context={"candidates": count},
+                                                deadline=deadline, sent_schema=verdict_schema(count), budget=budget)
+            if usage.deferred:
                 return [Judgment("independent", "not judged: the run's LLM budget is spent", deferred=True,
                                  stage="llm", over_budget=True)] * count, ChatUsage()
-            usage = ChatUsage()
-            try:
-                verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
-                                                    client=client, context={"candidates": count},
-                                                    deadline=deadline, sent_schema=verdict_schema(count))
-            finally:
-                budget.settle(usage)
             if verdict is None:
                 kinds = ", ".join(sorted(usage.failure_kinds)) or "no valid answer"
                 log.warning("Judge failed on %.60r with %d candidates (%s): counted as "
@@ -426,14 +422,10 @@ class OpenAIJudge(JudgeResource):
         group keeps a source that carries all the others, or is not merged at all: the model's
         word alone never archives a memory whose content the kept text lacks (a text in the
         group may be written to make it say "redundant")."""
-        if budget is not None and not budget.take():
-            return Fusion(None, "over the run's LLM budget: left for the next run", failed=True), ChatUsage(deferred=1)
-        usage = ChatUsage()
-        try:
-            answer, usage = self.chat.ask_json(FUSE_SYSTEM, fuse_message(texts, dates, label), Reconciliation)
-        finally:
-            if budget is not None:
-                budget.settle(usage)
+        answer, usage = self.chat.ask_json(FUSE_SYSTEM, fuse_message(texts, dates, label), Reconciliation,
+                                           budget=budget)
+        if usage.deferred:
+            return Fusion(None, "over the run's LLM budget: left for the next run", failed=True), usage
         if answer is None:
             log.warning("Resolver gave no valid answer for %d memories: left unresolved", len(texts))
             return Fusion(None, "resolver failed: no valid answer", failed=True), usage

@@ -8,8 +8,9 @@ or "new" (none fits: the memory stays unplaced, reason ``llm_no_topic``, and wai
 its own). Everything else keeps its offline placement, and so does an uncertain memory whose answer
 is missing, unreadable, names a topic not offered, or lands on a full topic, or that is over the
 run's LLM budget; such a memory left unplaced is marked ``llm_undecided`` (deferred by the writer:
-the next run asks again), so work the budget or a failure left is taken up by the next run. Only topics that existed before the run are offered: they have names; topics made
-this run are named after planning.
+the next run asks again), so work the budget or a failure left is taken up by the next run.
+Topics that existed before the run are offered by name and summary; groups made this run (named
+after planning) by their member texts.
 
 One call covers up to ``batch_size`` uncertain memories of one memory type and language; its user
 message is one JSON object, the memory texts data, never instructions::
@@ -218,8 +219,8 @@ def group_options(plan: CyclePlan, ids: Sequence[str], vectors: np.ndarray, text
     for tid in wanted:
         topic = plan.topics[tid]
         rows = [row_of[m] for m in topic.children if m in row_of]
-        centre = topic.vector_sum / max(topic.member_count, 1)
-        rows.sort(key=lambda r: -float(normalize_rows(raw[r][None, :])[0] @ normalize_rows(centre[None, :])[0]))
+        centre = normalize_rows((topic.vector_sum / max(topic.member_count, 1))[None, :])[0]
+        rows.sort(key=lambda r: -float(normalize_rows(raw[r][None, :])[0] @ centre))
         out[tid] = TopicOption(id=tid, name=GROUP_NAME, summary="", examples=[texts[r] for r in rows[:examples]])
     return out
 
@@ -488,18 +489,15 @@ class PlacementAdvisor:
         ids = list(dict.fromkeys(t for offer in batch for t in offer.options if t in options))
         if not ids:
             return {}
-        if not self.budget.take():
-            self.over_budget += len(batch)
-            return {}
         request = PlacementRequest(memories=[o.text[:self.max_chars] for o in batch],
                                    topics=[self._shown(options[t]) for t in ids])
-        usage = ChatUsage()
-        try:
-            answer, usage = self.chat.ask_json(PLACEMENT_SYSTEM, request.model_dump_json(), PlacementAnswer,
-                                               client=client, sent_schema=answer_schema(len(batch), ids))
-        finally:
-            self.budget.settle(usage)
-            self.usage.add(usage)
+        answer, usage = self.chat.ask_json(PLACEMENT_SYSTEM, request.model_dump_json(), PlacementAnswer,
+                                           client=client, sent_schema=answer_schema(len(batch), ids),
+                                           budget=self.budget)
+        if usage.deferred:
+            self.over_budget += len(batch)
+            return {}
+        self.usage.add(usage)
         if answer is None:
             self.failed += len(batch)
             return {}

@@ -73,7 +73,7 @@ def topic_id(tenant: str, memory_type: str, members: Sequence[str], salt: str = 
 
 def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors: Sequence[np.ndarray],
                   texts: Sequence[str], chunk: int = 2000) -> int:
-    """Keep kept vectors on their memories' nodes, a write transaction per ``chunk``."""
+    """Store kept vectors on their memories' nodes, a write transaction per ``chunk``."""
     stored = 0
     with neo4j.session() as session:
         for start in range(0, len(ids), chunk):

@@ -83,17 +83,9 @@ class LLMSummarizer(SummarizerResource):
     def summarize(self, members: Sequence[str], draft: TopicSummary, language: str,
                   child_keys: Sequence[str] = (),
                   budget: CallBudget | None = None) -> tuple[TopicSummary | None, ChatUsage]:
-        if budget is not None and not budget.take():
-            return None, ChatUsage(deferred=1)
         shown = [text[:self.max_chars_per_member] for text in members[:self.max_members]]
         payload: dict[str, object] = {"memories": shown, "suggested_keywords": draft.tags}
         if child_keys:
             payload["sub_topics"] = list(child_keys)
-        usage = ChatUsage()
-        try:
-            summary, usage = self.chat.ask_json(SUMMARY_SYSTEM.format(language=_LANGUAGES.get(language, language)),
-                                                json.dumps(payload, ensure_ascii=False), TopicSummary)
-        finally:
-            if budget is not None:
-                budget.settle(usage)
-        return summary, usage
+        return self.chat.ask_json(SUMMARY_SYSTEM.format(language=_LANGUAGES.get(language, language)),
+                                  json.dumps(payload, ensure_ascii=False), TopicSummary, budget=budget)

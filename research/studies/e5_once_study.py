@@ -29,6 +29,7 @@ from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, CROSS_PARAMS,
 from mem_assets.reorg.topic_encoder import topic_encoder_embed
 from mem_assets.reorg.topic_space import languages
 from mem_resources.embedder import e5_embed, e5_query_embed, normalize_rows, wordllama_embed
+from research.studies.placement_cascade_study import Cached
 
 ROOT = Path(__file__).resolve().parents[2]
 TUNING = {"topics": "topics.jsonl", "fresh": "fresh/topics.jsonl", "fresh2": "fresh2/topics.jsonl",
@@ -36,15 +37,6 @@ TUNING = {"topics": "topics.jsonl", "fresh": "fresh/topics.jsonl", "fresh2": "fr
           "locomo": "locomo/topics_tune.jsonl"}
 SIMILARITIES = (0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55)
 MARGINS = (0.03, 0.05, 0.08)
-
-
-class Cached:
-    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
-        self.vectors = vectors
-        self.dimension = len(next(iter(vectors.values())))
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return np.array([self.vectors[t] for t in texts], dtype=np.float32)
 
 
 def parts(name: str, texts: list[str], cache: Path) -> dict[str, np.ndarray]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 from typing import get_args
 
-import numpy as np
 import pandas as pd
 
 from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
@@ -20,6 +19,7 @@ from mem_assets.dedup.relations import CascadeStage
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.settings import DEFAULT_MODELS_DIR
+from tests.support.judge_rows import probability_rows
 
 SURE_REPEAT = ("The user enjoys hiking and finds it the best outdoor activity.",
                "The user enjoys hiking in the great outdoors.")  # judge-v2: P(redundant) 0.97
@@ -36,21 +36,13 @@ def cascade(redundant: float | None = 0.9, contradictory: float | None = 0.9) ->
     return dataclasses.replace(gate, redundant_from=redundant, contradictory_from=contradictory)
 
 
-def rows(redundant: list[float], contradictory: list[float]) -> np.ndarray:
-    classes = judge_model.load("fast").classes
-    out = np.zeros((len(redundant), 3))
-    out[:, classes.index("redundant")] = redundant
-    out[:, classes.index("contradictory")] = contradictory
-    out[:, classes.index("independent")] = 1 - out.sum(axis=1)
-    return out
-
-
 def test_the_fast_stage_answers_only_outside_the_band():
     gate = cascade(0.9, 0.8)
-    probabilities = rows([0.01, 0.95, 0.05, 0.5, 0.89, 0.45], [0.02, 0.01, 0.85, 0.3, 0.05, 0.5])
+    probabilities = probability_rows("fast", [0.01, 0.95, 0.05, 0.5, 0.89, 0.45], [0.02, 0.01, 0.85, 0.3, 0.05, 0.5])
     assert gate.answers(probabilities) == ["independent", "redundant", "contradictory", None, None, None]
     assert cascade(None, None).answers(probabilities) == ["independent", None, None, None, None, None]
-    assert gate.answers(rows([0.9], [0.95])) == ["contradictory"], "a repeat needs P(redundant) >= P(contradictory)"
+    assert gate.answers(probability_rows("fast", [0.9], [0.95])) == ["contradictory"], \
+        "a repeat needs P(redundant) >= P(contradictory)"
 
 
 def test_the_cascade_bounds_are_part_of_the_fingerprint():

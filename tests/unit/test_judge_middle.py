@@ -9,8 +9,6 @@ import dataclasses
 import hashlib
 import json
 
-import numpy as np
-
 from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
 from mem_assets.dedup import offline_judge_model as judge_model
 from mem_assets.dedup.offline_judge_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer, dated_events
@@ -18,6 +16,7 @@ from mem_assets.dedup.pair_judge import Judgment, OfflineJudge
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, wordllama_embed
 from mem_resources.settings import DEFAULT_MODELS_DIR
+from tests.support.judge_rows import probability_rows
 
 REPEAT = ("The user enjoys hiking and finds it the best outdoor activity.",
           "The user enjoys hiking in the great outdoors.")
@@ -32,21 +31,13 @@ def middle(below: float = 0.0, redundant: float | None = None, contradictory: fl
                             skipped="bge-small and the cross-encoder")
 
 
-def rows(redundant: list[float], contradictory: list[float]) -> np.ndarray:
-    classes = judge_model.load("middle").classes
-    out = np.zeros((len(redundant), 3))
-    out[:, classes.index("redundant")] = redundant
-    out[:, classes.index("contradictory")] = contradictory
-    out[:, classes.index("independent")] = 1 - out.sum(axis=1)
-    return out
-
-
 def test_the_middle_gate_answers_only_outside_its_band_on_every_side():
     gate = middle(0.05, 0.9, 0.8)
-    probabilities = rows([0.01, 0.95, 0.05, 0.5, 0.89, 0.04], [0.02, 0.01, 0.85, 0.3, 0.05, 0.06])
+    probabilities = probability_rows("middle", [0.01, 0.95, 0.05, 0.5, 0.89, 0.04],
+                                     [0.02, 0.01, 0.85, 0.3, 0.05, 0.06])
     assert gate.answers(probabilities) == ["independent", "redundant", "contradictory", None, None, None]
     assert middle().answers(probabilities) == [None] * 6, "bound 0 and no high side: every pair goes on"
-    assert gate.answers(rows([0.9], [0.95])) == ["contradictory"]
+    assert gate.answers(probability_rows("middle", [0.9], [0.95])) == ["contradictory"]
     assert "bge-small and the cross-encoder not read" in gate.reason(probabilities[1], "redundant")
 
 

@@ -33,6 +33,17 @@ def _forest() -> dict[str, Topic]:
             "B": Topic("B", 1, "en", ["b1", "b2", "b3", "b4"], B * 4, 4)}
 
 
+def _shift_clear(plan: CyclePlan, to: str | None) -> None:
+    """Take ``clear`` out of A and, with ``to``, put it in that topic instead."""
+    source = plan.topics["A"]
+    source.children.remove("clear")
+    source.vector_sum, source.member_count = source.vector_sum - CLEAR, source.member_count - 1
+    if to is not None:
+        target = plan.topics[to]
+        target.children.append("clear")
+        target.vector_sum, target.member_count = target.vector_sum + CLEAR, target.member_count + 1
+
+
 def _plan(before: dict[str, Topic]) -> CyclePlan:
     """Offline placement put ``close`` and ``clear`` in A and left ``far`` unplaced."""
     topics = copy.deepcopy(before)
@@ -87,9 +98,7 @@ def test_new_unplaces_a_close_call_and_a_full_topic_takes_no_one():
 def test_a_topic_left_exactly_as_before_drops_out_of_the_plan():
     before = _forest()
     plan = _plan(before)
-    plan.topics["A"].children.remove("clear")
-    plan.topics["A"].vector_sum = plan.topics["A"].vector_sum - CLEAR
-    plan.topics["A"].member_count -= 1
+    _shift_clear(plan, None)
     del plan.placed["clear"]
     offers = uncertain_offers(before, plan, ["close"], VECTORS[:1], ["c"], 0.05, 5, 20)
     apply_choices(before, plan, offers, {"close": NEW}, ["close"], VECTORS[:1], 20, 0.25)
@@ -109,12 +118,7 @@ def test_answers_are_read_in_the_shapes_models_give_and_the_schema_names_only_of
 def test_a_memory_offline_put_in_a_topic_not_its_nearest_is_asked_about_whatever_its_margin():
     before = _forest()
     plan = _plan(before)
-    plan.topics["A"].children.remove("clear")
-    plan.topics["A"].vector_sum = plan.topics["A"].vector_sum - CLEAR
-    plan.topics["A"].member_count -= 1
-    plan.topics["B"].children.append("clear")
-    plan.topics["B"].vector_sum = plan.topics["B"].vector_sum + CLEAR
-    plan.topics["B"].member_count += 1
+    _shift_clear(plan, "B")
     offers = uncertain_offers(before, plan, IDS, VECTORS, ["c", "k", "f"], band=0.0, k=1, max_members=20)
     stray = next(o for o in offers if o.memory == "clear")
     assert stray.why == CLOSE_CALL and stray.offline == "B" and stray.options == ("B",)  # its own always offered
