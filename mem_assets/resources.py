@@ -119,7 +119,8 @@ def build_summarizer(settings: Settings) -> SummarizerResource:
     limits as the judge and placement (counted apart), else extractive (offline)."""
     if settings.llm == "openai":
         return LLMSummarizer(chat=build_chat(settings), max_calls_per_run=settings.llm_max_calls_per_run,
-                             max_tokens_per_run=settings.llm_max_tokens_per_run)
+                             max_tokens_per_run=settings.llm_max_tokens_per_run,
+                             topics_per_call=settings.topic_llm_names_per_call)
     return ExtractiveSummarizer()
 
 

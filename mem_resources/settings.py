@@ -209,6 +209,10 @@ class Settings(BaseSettings):
     topic_llm_batch: int = Field(
         default=8, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_BATCH"),
         description="Uncertain memories (of one memory type and language) asked about in one LLM call.")
+    topic_llm_names_per_call: int = Field(
+        default=6, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_NAMES_PER_CALL"),
+        description="Topics (of one language) named and summarized in one LLM call; keep names_per_call x "
+                    "~160 under MEMTEND_LLM_MAX_TOKENS, the tokens one answer may take.")
 
     tenant_lock_ttl_s: float = Field(
         default=DEFAULT_TTL_S, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),

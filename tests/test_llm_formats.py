@@ -11,9 +11,10 @@ from typing import Any
 
 from mem_assets.dedup.llm_judge_prompt import GroupVerdict, JudgeRequest, MemoryRef, verdict_schema
 from mem_assets.dedup.pair_judge import OpenAIJudge
-from mem_assets.reorg.summarizers import LLMSummarizer, TopicSummary
+from mem_assets.reorg.summarizers import LLMSummarizer, SummaryRequest, TopicSummary
+from mem_assets.reorg.summarizers import answer_schema as topics_schema
 from mem_assets.resources import build_chat
-from mem_resources.llm import OpenAIChatResource, answer_schema
+from mem_resources.llm import OpenAIChatResource
 from mem_resources.settings import Settings
 from tests.support.fake_openai import chat_answer, fake_openai_server
 
@@ -82,12 +83,12 @@ def test_a_server_refusing_both_structured_formats_is_asked_plainly_from_then_on
 def test_a_configured_json_object_starts_there_with_the_schema():
     with fake_openai_server() as server:
         server.chat = _llama_cpp_like(json.dumps({"key": "Pets", "value": "The user's pets."}))
-        summary, usage = LLMSummarizer(chat=_chat(server.base_url, response_format="json_object")).summarize(
-            ["The user has two cats.", "The user walks the dog."], TopicSummary(key="pets", value="pets"), "en")
+        named = LLMSummarizer(chat=_chat(server.base_url, response_format="json_object")).summarize([SummaryRequest(
+            ["The user has two cats.", "The user walks the dog."], TopicSummary(key="pets", value="pets"), "en")])
         [body] = server.chat_calls()
-    assert summary is not None and summary.key == "Pets"
-    assert body["response_format"] == {"type": "json_object", "schema": answer_schema(TopicSummary)}
-    assert body["max_tokens"] == 1024 and usage.calls == 1
+    assert named.summaries[0] is not None and named.summaries[0].key == "Pets"
+    assert body["response_format"] == {"type": "json_object", "schema": topics_schema(["t1"])}
+    assert body["max_tokens"] == 1024 and named.usage.calls == 1
 
 
 def test_a_server_failing_every_format_is_one_counted_failure_and_keeps_its_best_format(caplog):

@@ -138,10 +138,26 @@ def _summaries(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple]:
             "RETURN t.id AS id, t.key AS key, coalesce(t.version, 1) AS version", tenant=tenant)}
 
 
+def _names_in_order(skip: int | None = None):
+    """Answers a naming call with "Topic <n>" for each topic asked, n counting every topic named so
+    far; the topic at position ``skip`` of each call is left out of the answer."""
+    named = []
+
+    def answer(body):
+        topics = json.loads(body["messages"][1]["content"])["topics"]
+        entries = []
+        for position, topic in enumerate(topics):
+            named.append(topic["id"])
+            if position != skip:
+                entries.append({"id": topic["id"], "key": f"Topic {len(named)}",
+                                "value": "Memories that belong together.", "tags": [], "background": ""})
+        return 200, chat_answer(json.dumps({"topics": entries}))
+    return answer
+
+
 def test_names_are_regenerated_only_when_membership_changed(neo4j, tenant, instance, model):
-    model.chat = lambda body: (200, chat_answer(json.dumps(
-        {"key": f"Topic {len(model.chat_calls())}", "value": "Memories that belong together.", "tags": []})))
-    summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=model.base_url, max_retries=0))
+    model.chat = _names_in_order()
+    summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=model.base_url, max_retries=0), topics_per_call=1)
     _base(neo4j, tenant, instance, summarizer)
     named = _summaries(neo4j, tenant)
     assert len(model.chat_calls()) == len(named) == 3
@@ -182,13 +198,30 @@ def _naming(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple]:
             "t.reorg_summary_digest AS digest, t.reorg_summary_owed AS owed", tenant=tenant)}
 
 
+def test_several_topics_are_named_in_one_call_and_one_left_out_keeps_its_draft(neo4j, tenant, instance, model):
+    model.chat = _names_in_order(skip=1)
+    summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=model.base_url, max_retries=0), topics_per_call=6)
+    _base(neo4j, tenant, instance, summarizer)
+    [call] = model.chat_calls()
+    asked = json.loads(call["messages"][1]["content"])["topics"]
+    assert [topic["id"] for topic in asked] == ["t1", "t2", "t3"]
+    assert call["response_format"]["json_schema"]["schema"]["properties"]["topics"]["minItems"] == 3
+    names = _naming(neo4j, tenant)
+    keys = sorted(key for key, *_ in names.values())
+    assert keys[:2] == ["Topic 1", "Topic 3"] and not keys[2].startswith("Topic ")
+    # the left-out topic keeps the offline name with its digest, like an unusable answer: no retry
+    assert all(digest is not None and owed is None for _, _, digest, owed in names.values())
+    before = graph_counts(neo4j, tenant)
+    metadata = materialization_metadata(run_reorg(neo4j, tenant, instance, summarizer), "summary_parents")
+    assert metadata["llm_calls"] == 0 and len(model.chat_calls()) == 1 and graph_counts(neo4j, tenant) == before
+
+
 def test_summaries_beyond_the_budget_stay_offline_and_are_named_by_the_next_run(neo4j, tenant, instance, model):
-    model.chat = lambda body: (200, chat_answer(json.dumps(
-        {"key": f"Topic {len(model.chat_calls())}", "value": "Memories that belong together.", "tags": []})))
+    model.chat = _names_in_order()
 
     def summarizer(calls: int) -> LLMSummarizer:
         return LLMSummarizer(chat=OpenAIChatResource(base_url=model.base_url, max_retries=0),
-                             max_calls_per_run=calls)
+                             max_calls_per_run=calls, topics_per_call=1)
 
     texts = [text for topic, text in topic_memories(per_topic=30)
              if topic in {"cooking", "travel", "programming"} and language(text) == "en"]

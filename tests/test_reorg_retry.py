@@ -16,9 +16,8 @@ import pytest
 
 from mem_assets.reorg.assets import memory_clusters, reorg_candidates
 from mem_assets.reorg.checks import no_duplicate_parent_edges
-from mem_assets.reorg.summarizers import ExtractiveSummarizer, TopicSummary
+from mem_assets.reorg.summarizers import ExtractiveSummarizer, Named, SummaryRequest
 from mem_assets.reorg.topic_writer import TopicWriter
-from mem_resources.llm import ChatUsage
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import EMBEDDER, reorg_resources, run_reorg, write_memories
 from tests.support.topic_corpus import topic_memories
@@ -33,12 +32,14 @@ class CrashingSummarizer:
         self.after = after
         self.calls = 0
 
-    def summarize(self, members: Sequence[str], draft: TopicSummary, language: str,
-                  child_keys: Sequence[str] = (), budget: None = None) -> tuple[TopicSummary | None, ChatUsage]:
-        self.calls += 1
+    def batch_size(self) -> int:
+        return 1
+
+    def summarize(self, requests: Sequence[SummaryRequest], budget: None = None) -> Named:
+        self.calls += len(requests)
         if self.calls > self.after:
             raise RuntimeError("killed mid-write")
-        return ExtractiveSummarizer().summarize(members, draft, language, child_keys)
+        return ExtractiveSummarizer().summarize(requests)
 
 
 def _texts(topics: set[str], per_topic: int) -> list[str]:

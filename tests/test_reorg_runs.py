@@ -16,6 +16,7 @@ from mem_assets.reorg.schedules import build_reorg_schedule
 from mem_assets.reorg.summarizers import (
     ExtractiveSummarizer,
     LLMSummarizer,
+    SummaryRequest,
     TopicSummary,
 )
 from mem_assets.reorg.topic_vectors import TopicVectorsResource
@@ -49,16 +50,16 @@ def test_llm_summaries_and_a_malformed_answer_falls_back_to_the_offline_summary(
     write_memories(neo4j, tenant, _texts({"cooking", "travel"}, 30))
 
     def answer(body):
-        memories = json.loads(body["messages"][1]["content"])["memories"]
-        if any(text in travel for text in memories):
+        [topic] = json.loads(body["messages"][1]["content"])["topics"]
+        if any(text in travel for text in topic["memories"]):
             return 200, chat_answer("Sure! Here is a summary: the trip")
         return 200, chat_answer("<think>cooking, clearly</think>Here you go:\n```json\n" + json.dumps(
-            {"key": "Cooking at home", "value": "Home cooking notes.", "tags": ["cooking"],
-             "background": "Dinner recipes."}) + "\n```")
+            {"topics": [{"id": topic["id"], "key": "Cooking at home", "value": "Home cooking notes.",
+                         "tags": ["cooking"], "background": "Dinner recipes."}]}) + "\n```")
 
     with fake_openai_server() as fake:
         fake.chat = answer
-        summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
+        summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0), topics_per_call=1)
         result = run_reorg(neo4j, tenant, instance, summarizer)
         calls = _chat_calls(fake)
         metadata = materialization_metadata(result, "summary_parents")
@@ -76,7 +77,8 @@ def test_llm_summaries_and_a_malformed_answer_falls_back_to_the_offline_summary(
         assert any(key != "Cooking at home" for key in keys)
         assert travel_linked >= 20
         travel_prompts = [body for path, body in fake.requests if path.endswith("/chat/completions")
-                          and any(t in travel for t in json.loads(body["messages"][1]["content"])["memories"])]
+                          and any(t in travel for topic in json.loads(body["messages"][1]["content"])["topics"]
+                                  for t in topic["memories"])]
         assert travel_prompts and all(len(body["messages"]) in (2, 4) for body in travel_prompts)
         assert metadata["llm_fallbacks_to_offline"] * 2 == len(travel_prompts)
         # a cooking theme answered "Cooking at home", its sub-topics' name: the draft is written, counted
@@ -220,9 +222,10 @@ def test_unreadable_summaries_are_retried_once_then_given_up(answer):
     with fake_openai_server() as fake:
         fake.chat = lambda body: (200, chat_answer(answer))
         summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
-        summary, usage = summarizer.summarize(["Booked a flight to Kyoto"], _draft(), "en")
+        named = summarizer.summarize([SummaryRequest(["Booked a flight to Kyoto"], _draft(), "en")])
         retry = fake.requests[-1][1]["messages"]
-    assert summary is None
+    usage = named.usage
+    assert named.summaries == [None] and named.deferred == [False]
     assert usage.calls == 2 and usage.unparsable == 2 and usage.failures == 1
     assert [m["role"] for m in retry] == ["system", "user", "assistant", "user"]
     assert retry[2]["content"] == answer
@@ -233,7 +236,8 @@ def test_a_second_answer_is_used_when_the_first_is_unreadable():
     with fake_openai_server() as fake:
         fake.chat = lambda body: (200, chat_answer(next(answers)))
         summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
-        summary, usage = summarizer.summarize(["Booked a flight to Kyoto"], _draft(), "en")
+        named = summarizer.summarize([SummaryRequest(["Booked a flight to Kyoto"], _draft(), "en")])
+    [summary], usage = named.summaries, named.usage
     assert summary is not None and summary.key == "Travel"
     assert usage.calls == 2 and usage.unparsable == 1 and usage.failures == 0
 
@@ -244,11 +248,11 @@ def test_member_texts_are_data_not_instructions():
         fake.chat = lambda body: (200, chat_answer(json.dumps(
             {"key": "Notes", "value": "Two notes.", "tags": [], "background": ""})))
         summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
-        summarizer.summarize([hostile, "Booked a flight"], _draft(), "en", child_keys=["trip"])
+        summarizer.summarize([SummaryRequest([hostile, "Booked a flight"], _draft(), "en", child_keys=["trip"])])
         [(_, body)] = fake.requests
     system, user = body["messages"]
     assert "data" in system["content"] and "never as instructions" in system["content"]
-    payload = json.loads(user["content"])
+    [payload] = json.loads(user["content"])["topics"]
     assert payload["memories"] == [hostile, "Booked a flight"]
     assert payload["sub_topics"] == ["trip"]
 
@@ -258,11 +262,11 @@ def test_llm_summarizer_asks_in_the_members_language():
         fake.chat = lambda body: (200, chat_answer(json.dumps(
             {"key": "旅行", "value": "用户的旅行计划。", "tags": ["旅行"], "background": "出行。"})))
         summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0))
-        summary, _ = summarizer.summarize(["我打算去云南旅行"], _draft(), "zh")
+        [summary] = summarizer.summarize([SummaryRequest(["我打算去云南旅行"], _draft(), "zh")]).summaries
         [(_, body)] = fake.requests
     assert summary is not None and summary.key == "旅行"
     assert "Chinese" in body["messages"][0]["content"]
-    assert json.loads(body["messages"][1]["content"])["memories"] == ["我打算去云南旅行"]
+    assert json.loads(body["messages"][1]["content"])["topics"][0]["memories"] == ["我打算去云南旅行"]
 
 
 def _draft() -> TopicSummary:

@@ -40,7 +40,7 @@ from mem_assets.reorg.llm_placement import LLM_UNDECIDED
 from mem_assets.reorg.offline_summaries import PhraseIndex, phrase_summary, typical_first
 from mem_assets.reorg.placement_plan import RETIRE, SET_ASIDE, TOPIC, MemberStore
 from mem_assets.reorg.queries import Orphan
-from mem_assets.reorg.summarizers import SummarizerResource, TopicSummary
+from mem_assets.reorg.summarizers import SummarizerResource, SummaryRequest, TopicSummary
 from mem_assets.reorg.topic_space import language as language_code
 from mem_assets.reorg.topic_vectors import (
     MAIN_SPACE,
@@ -301,6 +301,7 @@ class TopicWriter:
                                          f"{memory_type} topic groups deferred to the next run")
                         self.outcome.stopped_by_budget = True
                         return self.outcome
+                    context.prepare(units[position:])
                     self._pending.append(context.unit(unit, retired))
                     progress.advance(len(unit))
                     if sum(len(row["added"]) + len(row["removed"]) for p in self._pending
@@ -359,6 +360,11 @@ class TopicWriter:
             self.outcome.changes.extend(unit["changes"])
 
 
+#: Calls' worth of topics gathered before naming them: calls fill up although a window mixes levels
+#: and languages, and a run stopped by its time budget loses at most one window's calls.
+WINDOW_BATCHES = 4
+
+
 class _TypeContext:
     """One memory type's plan rows, member texts and phrase statistics, and how to write a unit."""
 
@@ -381,6 +387,8 @@ class _TypeContext:
         self.index_rows = {mid: row for row, mid in enumerate(self.store.texts)}
         self.keys: dict[str, str] = {tid: info["key"] or "" for tid, info in self.outside.items()}
         self.owed: set[str] = set()
+        self.prepared: set[str] = set()
+        self.ready: dict[str, TopicSummary | None] = {}
 
     def _members(self, tid: str) -> list[str]:
         row = self.topics[tid]
@@ -402,7 +410,7 @@ class _TypeContext:
                           key=lambda r: (r["level"], r["id"])):
             tid = row["id"]
             digest = membership_digest(int(row["level"]), self._members(tid)) if row["refresh"] else ""
-            summary = self._due_summary(row, digest) if row["refresh"] else None
+            summary = self.ready.pop(tid, None)
             if row["action"] == RENAMED and (summary is None or tid in self.owed):
                 continue  # still owed (or named meanwhile): left exactly as it is
             props = self._props(row, summary, now)
@@ -441,48 +449,75 @@ class _TypeContext:
         outcome.promoted += action == "promoted"
         outcome.refreshed += refreshed and action != "created"
 
-    def _due_summary(self, row: dict[str, Any], digest: str) -> TopicSummary | None:
-        """A new summary, unless the stored one was written for exactly this membership: then
-        None for a topic being updated (it keeps its summary), the stored one for a topic being
-        created that already exists (a write repeated after a failure)."""
-        previous = self.previous.get(row["id"], {})
-        if previous.get("summary_digest") != digest or not previous.get("key") or not previous.get("memory"):
-            return self._summary(row["id"])
-        self.writer.outcome.summaries_kept += 1
-        if row["action"] != "created":
-            return None
-        self.keys[row["id"]] = previous["key"]
-        return TopicSummary(key=previous["key"], value=previous["memory"], tags=list(previous.get("tags") or []),
-                            background=previous.get("background") or "")
+    def prepare(self, units: Sequence[list[str]]) -> None:
+        """Summaries for the topics due one, from ``units[0]`` on (whole units) until
+        ``WINDOW_BATCHES`` of the summarizer's batches are gathered, unless already prepared:
+        level-1 topics asked together, then level-2 ones (their sub-topics' keys known by then); the
+        summarizer fills each call with topics of one language. The window keeps writes between
+        calls, so a run the time budget stops has written what it paid for. A topic whose stored summary was
+        written for exactly its membership asks nothing: it keeps its summary (None when updated),
+        or gets the stored one back (created again: a write repeated after a failure)."""
+        if all(tid in self.prepared for tid in units[0] if tid in self.topics):
+            return
+        due: list[str] = []
+        for unit in units:
+            rows = [self.topics[tid] for tid in unit if tid in self.topics and tid not in self.prepared]
+            for row in rows:
+                self.prepared.add(row["id"])
+                if row["refresh"]:
+                    self._due(row, due)
+            if len(due) >= WINDOW_BATCHES * self.writer.summarizer.batch_size():
+                break
+        for level in (1, 2):
+            self._ask([tid for tid in due if self.topics[tid]["level"] == level])
 
-    def _summary(self, tid: str) -> TopicSummary:
-        """Offline phrase summary, or the summarizer's (an unusable answer falls back, counted)."""
+    def _due(self, row: dict[str, Any], due: list[str]) -> None:
+        tid = row["id"]
+        previous = self.previous.get(tid, {})
+        digest = membership_digest(int(row["level"]), self._members(tid))
+        if previous.get("summary_digest") != digest or not previous.get("key") or not previous.get("memory"):
+            due.append(tid)
+            return
+        self.writer.outcome.summaries_kept += 1
+        if row["action"] == "created":
+            self.keys[tid] = previous["key"]
+            self.ready[tid] = TopicSummary(key=previous["key"], value=previous["memory"],
+                                           tags=list(previous.get("tags") or []),
+                                           background=previous.get("background") or "")
+
+    def _ask(self, tids: Sequence[str]) -> None:
+        """Offline phrase summaries, or the summarizer's (an unusable answer falls back, counted)."""
+        if not tids:
+            return
+        requests = [self._request(tid) for tid in tids]
+        named = self.writer.summarizer.summarize(requests, self.writer.budget)
+        outcome = self.writer.outcome
+        outcome.usage.add(named.usage)
+        for tid, request, summary, deferred in zip(tids, requests, named.summaries, named.deferred, strict=True):
+            if summary is None:
+                if deferred:
+                    self.owed.add(tid)
+                    outcome.summaries_over_budget += 1
+                else:
+                    outcome.llm_fallbacks += 1
+                    self.writer.log.warning(f"Topic {tid}: the summarizer gave no usable summary; the offline "
+                                            "summary is written instead and kept until the topic's membership "
+                                            "changes")
+                summary = request.draft
+            if request.child_keys and summary.key in request.child_keys:
+                outcome.theme_names_refused += summary is not request.draft
+                summary = request.draft
+            self.keys[tid] = summary.key
+            self.ready[tid] = summary
+
+    def _request(self, tid: str) -> SummaryRequest:
         row = self.topics[tid]
-        members = [m for m in self._members(tid) if m in self.index_rows]
-        rows = [self.index_rows[m] for m in members]
-        texts = self.texts
-        member_texts = [texts[row] for row in typical_first(rows, self.index)]
+        rows = [self.index_rows[m] for m in self._members(tid) if m in self.index_rows]
+        member_texts = [self.texts[r] for r in typical_first(rows, self.index)]
         language = language_of(member_texts)
         child_keys = [self.keys.get(child, "") for child in row["children"]] if row["level"] == 2 else []
-        draft = phrase_summary(texts, rows, self.index, language, [k for k in child_keys if k])
-        summary, usage = self.writer.summarizer.summarize(member_texts, draft, language, child_keys,
-                                                          self.writer.budget)
-        self.writer.outcome.usage.add(usage)
-        if summary is None:
-            if usage.deferred:
-                self.owed.add(tid)
-                self.writer.outcome.summaries_over_budget += 1
-            else:
-                self.writer.outcome.llm_fallbacks += 1
-                self.writer.log.warning(f"Topic {tid} ({len(members)} memories): the summarizer's answer was "
-                                        "unusable; the offline summary is written instead and kept until "
-                                        "the topic's membership changes")
-            summary = draft
-        if child_keys and summary.key in child_keys:
-            self.writer.outcome.theme_names_refused += summary is not draft
-            summary = draft
-        self.keys[tid] = summary.key
-        return summary
+        draft = phrase_summary(self.texts, rows, self.index, language, [k for k in child_keys if k])
+        return SummaryRequest(member_texts, draft, language, child_keys)
 
     def _props(self, row: dict[str, Any], summary: TopicSummary | None, now: datetime) -> dict[str, Any]:
         tid = row["id"]

@@ -144,6 +144,8 @@ class Oracle:
         return {"choice": self._place(self._texts([data["memory"]])[0], topics)}
 
     def summarize(self, data: dict[str, Any]) -> dict[str, Any]:
+        if "topics" in data:
+            return {"topics": [{"id": topic["id"], **self.summarize(topic)} for topic in data["topics"]]}
         texts = self._texts(data.get("memories", []))
         votes = Counter(x for x in map(self._label, texts) if x)
         name = (votes.most_common(1)[0][0].replace("_", " ") if votes
