@@ -1,7 +1,7 @@
 """Scoring: the first reading of a fresh conversation set through the product CLI
 (research/studies/fresh6_rule.md, fresh7_rule.md).
 
-The judge (``memtend eval-judge``) on all the set's labeled candidate pairs and on each language's,
+The judge (``memtend eval-judge``) on all the set's labeled candidate pairs (and per language),
 offline and routed to the research oracle (perfect, 15 % wrong); then topics (``memtend
 eval-topics``) offline and ``--llm`` with both oracles. Shipped defaults; nothing is chosen here.
 
@@ -14,15 +14,17 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from research.oracle.server import oracle_server
 from research.studies import llm_band_study as band
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "research" / "data"
+LABELS = ("redundant", "contradictory", "independent")
 RUNS = {"offline": None, **band.ORACLES}
 
 
@@ -35,31 +37,42 @@ def _cli(command: list[str], oracle_url: str | None) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def f1_interval(confusion: dict[str, dict[str, int]], label: str = "redundant", draws: int = 2000,
+                seed: int = 0) -> tuple[float, float]:
+    """95 % bootstrap interval of ``label``'s F1 over pairs: the pairs are resampled with
+    replacement, which for F1 is a multinomial draw over the confusion matrix's cells."""
+    cells = [(t, p) for t in confusion if t in LABELS for p in LABELS]
+    counts = np.array([confusion[t][p] for t, p in cells], dtype=float)
+    rng = np.random.default_rng(seed)
+    samples = rng.multinomial(int(counts.sum()), counts / counts.sum(), size=draws)
+    tp = samples[:, cells.index((label, label))]
+    predicted = sum(samples[:, cells.index((t, label))] for t in LABELS)
+    actual = sum(samples[:, cells.index((label, p))] for p in LABELS)
+    f1 = np.where(predicted + actual > 0, 2 * tp / np.maximum(predicted + actual, 1), 0.0)
+    low, high = np.percentile(f1, [2.5, 97.5])
+    return round(float(low), 3), round(float(high), 3)
+
+
 def judge(name: str) -> None:
     pairs = DATA / "judge" / name / "heldout.jsonl"
     rows = [json.loads(line) for line in pairs.read_text("utf-8").splitlines() if line.strip()]
-    with tempfile.TemporaryDirectory() as tmp:
-        files = {"all": pairs}
-        for lang in ("en", "zh"):
-            files[lang] = Path(tmp) / f"{lang}.jsonl"
-            files[lang].write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows
-                                           if r["lang"] == lang), "utf-8")
-        for part_name, path in files.items():
-            part = [r for r in rows if part_name == "all" or r["lang"] == part_name]
-            new = len({(r["group"], r["b"]) for r in part})
-            for run, wrong in RUNS.items():
-                if wrong is None:
-                    r = _cli(["eval-judge", str(path)], None)
-                else:
-                    with oracle_server(pairs=[pairs], wrong=wrong, seed=band.SEED) as oracle:
-                        r = _cli(["eval-judge", str(path)], oracle.base_url)
-                print(json.dumps({"file": part_name, "pairs": len(part),
-                                  "redundant_pairs": sum(x["label"] == "redundant" for x in part),
-                                  "contradictory_pairs": sum(x["label"] == "contradictory" for x in part),
-                                  "run": run, "redundant": r["classes"]["redundant"],
-                                  "contradictory": r["classes"]["contradictory"], "wrong": r["wrong_total"],
-                                  "calls": r.get("judge_calls", 0),
-                                  "calls_per_new_memory": round(r.get("judge_calls", 0) / new, 3)}), flush=True)
+    new = len({(r["group"], r["b"]) for r in rows})
+    counts = {label: sum(r["label"] == label for r in rows) for label in LABELS}
+    for run, wrong in RUNS.items():
+        if wrong is None:
+            r = _cli(["eval-judge", str(pairs)], None)
+        else:
+            with oracle_server(pairs=[pairs], wrong=wrong, seed=band.SEED) as oracle:
+                r = _cli(["eval-judge", str(pairs)], oracle.base_url)
+        print(json.dumps({"set": name, "pairs": len(rows), "labels": counts, "run": run,
+                          "redundant": r["classes"]["redundant"], "redundant_f1_95": f1_interval(r["confusion"]),
+                          "contradictory": r["classes"]["contradictory"], "wrong": r["wrong_total"],
+                          "by_language": {lang: {"redundant_f1": d["classes"]["redundant"]["f1"],
+                                                 "contradictory_f1": d["classes"]["contradictory"]["f1"],
+                                                 "wrong": d["wrong_total"]} for lang, d in r["by_language"].items()},
+                          "confusion": r["confusion"], "calls": r.get("judge_calls", 0) if wrong is not None else 0,
+                          "calls_per_new_memory": round(r.get("judge_calls", 0) / new, 3) if wrong is not None else 0}),
+              flush=True)
 
 
 def topics(name: str) -> None:

@@ -6,6 +6,9 @@
                                                         routing and offline only, held-out files (once)
 ``python -m research.studies.llm_route_study heldout3 BR BC M``  round 3's chosen variant (near bands
                                                         of redundant / contradictory, merge reach)
+``python -m research.studies.llm_route_study round4``    round 4's variants: training files (out of fold),
+                                                        fresh6 and fresh7 (shipped), both oracles
+``python -m research.studies.llm_route_study fresh8 M S`` the chosen reaches and today's, fresh8 (once)
 ``python -m research.studies.llm_route_study cli``       the shipped defaults through ``memtend eval-judge``,
                                                         held-out files, both oracles (exact, no replay)
 
@@ -57,6 +60,10 @@ ROUND_3 = [((b_r, b_c), m, 0.47, False) for b_r in (0.30, 0.40, 0.50, 0.60) for 
            for m in (0.70, 0.85)]
 """Round 3: ((near band of redundant, of contradictory), merge reach, supersede reach, no ride)."""
 SHIPPED = ((0.30, 0.30), 0.70, 0.47, False)
+ROUND_4 = [((0.60, 0.20), m, s, False) for m in (0.70, 1.0) for s in (0.47, 0.75, 1.0)]
+"""Round 4: the shipped near bands, merge reach m and supersede reach s (1.0: every decision shown)."""
+band.FILES["fresh"] = {name: band.DATA / name / "heldout.jsonl" for name in ("fresh6", "fresh7")}
+band.FILES["fresh8"] = {"fresh8": band.DATA / "fresh8" / "heldout.jsonl"}
 PROBABILITIES: dict[tuple[str, str], dict[str, float]] = {}
 """Out-of-fold probabilities of the pairs being scored, for exact per-label near bands."""
 
@@ -254,6 +261,13 @@ def main() -> None:
     if split == "train":
         rounds = {"1": ROUND_1, "2": VARIANTS, "3": ROUND_3}
         results = run("train", rounds[(sys.argv[2:] or ["2"])[0]], ("shipped", "out of fold"))
+    elif split == "round4":
+        results = run("train", ROUND_4, ("out of fold",)) + run("fresh", ROUND_4, ("shipped",))
+    elif split == "fresh8":
+        m, s = (float(x) for x in sys.argv[2:4])
+        chosen = ((0.60, 0.20), m, s, False)
+        today = ROUND_4[0]
+        results = run("fresh8", [chosen] if chosen == today else [chosen, today], ("shipped",))
     elif split == "heldout3":
         b_r, b_c, m = (float(x) for x in sys.argv[2:5])
         chosen = ((b_r, b_c), m, 0.47, False)
