@@ -211,8 +211,8 @@ class Settings(BaseSettings):
         description="Uncertain memories (of one memory type and language) asked about in one LLM call.")
     topic_llm_names_per_call: int = Field(
         default=6, ge=1, validation_alias=_env("MEMTEND_TOPIC_LLM_NAMES_PER_CALL"),
-        description="Topics (of one language) named and summarized in one LLM call; keep names_per_call x "
-                    "~160 under MEMTEND_LLM_MAX_TOKENS, the tokens one answer may take.")
+        description="Topics (of one language) named and summarized in one LLM call; fewer when "
+                    "MEMTEND_LLM_MAX_TOKENS cannot hold that many answers (~160 tokens each).")
 
     tenant_lock_ttl_s: float = Field(
         default=DEFAULT_TTL_S, gt=0, validation_alias=_env("MEMTEND_TENANT_LOCK_TTL"),

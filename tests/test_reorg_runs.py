@@ -257,6 +257,23 @@ def test_member_texts_are_data_not_instructions():
     assert payload["sub_topics"] == ["trip"]
 
 
+def test_topics_per_call_fit_the_answer_token_bound():
+    def answer(body):
+        topics = json.loads(body["messages"][1]["content"])["topics"]
+        return 200, chat_answer(json.dumps({"topics": [
+            {"id": t["id"], "key": f"Trip {t['id']}", "value": "Trips.", "tags": [], "background": ""} for t in topics]}))
+
+    with fake_openai_server() as fake:
+        fake.chat = answer
+        summarizer = LLMSummarizer(chat=OpenAIChatResource(base_url=fake.base_url, max_retries=0, max_tokens=330),
+                                   topics_per_call=6)
+        named = summarizer.summarize([SummaryRequest([f"Booked flight {n}"], _draft(), "en") for n in range(5)])
+        asked = [len(json.loads(body["messages"][1]["content"])["topics"]) for body in fake.chat_calls()]
+    assert summarizer.batch_size() == 2 and asked == [2, 2, 1]
+    assert [s.key for s in named.summaries] == ["Trip t1", "Trip t2", "Trip t1", "Trip t2", "Trip t1"]
+    assert named.usage.calls == 3 and named.deferred == [False] * 5
+
+
 def test_llm_summarizer_asks_in_the_members_language():
     with fake_openai_server() as fake:
         fake.chat = lambda body: (200, chat_answer(json.dumps(

@@ -84,6 +84,9 @@ class ExtractiveSummarizer(SummarizerResource):
 
 
 _LANGUAGES = {"zh": "Chinese", "en": "English"}
+#: Completion tokens one topic's answer may take (key, a sentence or two, tags, background; Chinese
+#: costs more tokens a character than English).
+TOKENS_PER_TOPIC = 160
 
 
 class NamedTopic(TopicSummary):
@@ -142,16 +145,19 @@ class LLMSummarizer(SummarizerResource):
         return CallBudget(self.max_calls_per_run, self.max_tokens_per_run)
 
     def batch_size(self) -> int:
-        return self.topics_per_call
+        """``topics_per_call``, fewer when the chat's ``max_tokens`` cannot hold that many answers
+        (``TOKENS_PER_TOPIC`` each): a cut-off answer would lose the whole call."""
+        return max(1, min(self.topics_per_call, self.chat.max_tokens // TOKENS_PER_TOPIC))
 
     def summarize(self, requests: Sequence[SummaryRequest], budget: CallBudget | None = None) -> Named:
         named = Named([None] * len(requests), [False] * len(requests))
         by_language: dict[str, list[int]] = {}
         for position, request in enumerate(requests):
             by_language.setdefault(request.language, []).append(position)
+        size = self.batch_size()
         for language, positions in by_language.items():
-            for start in range(0, len(positions), self.topics_per_call):
-                self._ask(requests, positions[start:start + self.topics_per_call], language, budget, named)
+            for start in range(0, len(positions), size):
+                self._ask(requests, positions[start:start + size], language, budget, named)
         return named
 
     def _ask(self, requests: Sequence[SummaryRequest], positions: Sequence[int], language: str,
