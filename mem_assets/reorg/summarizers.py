@@ -9,6 +9,7 @@ budget (``run_budget``: the per-run LLM limits, counted apart from the judge's a
 cannot pay for is ``deferred``. The caller writes the draft instead, counted in the run's metadata,
 and marks a deferred topic as owed an LLM summary (``topic_writer``).
 """
+
 from __future__ import annotations
 
 import json

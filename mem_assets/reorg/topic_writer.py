@@ -453,8 +453,7 @@ class _TypeContext:
         """Summaries for the topics due one, from ``units[0]`` on (whole units) until
         ``WINDOW_BATCHES`` of the summarizer's batches are gathered, unless already prepared:
         level-1 topics asked together, then level-2 ones (their sub-topics' keys known by then); the
-        summarizer fills each call with topics of one language. The window keeps writes between
-        calls, so a run the time budget stops has written what it paid for. A topic whose stored summary was
+        summarizer fills each call with topics of one language. A topic whose stored summary was
         written for exactly its membership asks nothing: it keeps its summary (None when updated),
         or gets the stored one back (created again: a write repeated after a failure)."""
         if all(tid in self.prepared for tid in units[0] if tid in self.topics):
