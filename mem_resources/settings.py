@@ -25,10 +25,11 @@ DEFAULT_WAIT_S = 3600.0
 DEFAULT_REVIEW_BAND = 0.30
 #: With an LLM configured, the offline judge's redundant (merges) or contradictory (supersedes)
 #: decisions with P under t + reach × (1 − t) (a share of the room above the label's threshold t)
-#: go to it for confirmation: merges up to P 0.964, supersedes up to 0.81 (judge-v13's thresholds
-#: 0.88 / 0.64). Chosen with an oracle on the training files (research/studies/llm_route_rule.md).
-DEFAULT_CONFIRM_MERGES = 0.70
-DEFAULT_CONFIRM_SUPERSEDES = 0.47
+#: go to it for confirmation; 1: every merge and supersede it decides (not exact duplicates), so
+#: no memory is archived on the offline judge's word alone. Chosen with an oracle on conversation
+#: files and confirmed on an unseen one (research/studies/llm_route_rule.md, round 5).
+DEFAULT_CONFIRM_MERGES = 1.0
+DEFAULT_CONFIRM_SUPERSEDES = 1.0
 #: With an LLM configured, the uncertain band below each threshold in place of the review band:
 #: pairs left independent with P(redundant) >= 0.28 or P(contradictory) >= 0.44 go to it (real
 #: conversations' missed repeats sit far under the redundant threshold; contradictions are dense

@@ -92,7 +92,7 @@ def test_only_uncertain_pairs_reach_the_llm_one_call_per_new_memory(neo4j, insta
     assert len(routed) == sum(map(len, unsure.values()))
     assert set(judged.loc[~judged["routed"], "stage"]) == {"offline"}
     clear = judged[~judged["routed"]]
-    assert {"redundant", "contradictory"} <= set(clear["label"])  # decided offline, never asked
+    assert set(clear["label"]) == {"independent"}  # every merge and supersede was asked first
 
     meta = metadata(result, "relation_judgments")
     assert meta["llm_calls"] == meta["judge_calls"] == len(asked)
@@ -203,7 +203,7 @@ def test_the_token_budget_stops_new_calls_once_spent():
     assert all(r[0].over_budget and r[0].deferred and r[0].label == "independent" for r in results[2:])
 
 
-#: A repeat the offline judge is sure of (P(redundant) 0.996: past the default merge reach, P 0.964;
+#: A repeat the offline judge is sure of (P(redundant) 0.996: past a merge reach of 0.70, P 0.964;
 #: each text carries the other's words, so it merges into one of them) and a move it is sure of
 #: (P(contradictory) 0.996).
 SURE = ["Every morning the user drinks green tea.", "The user lives in Berlin.",
@@ -219,11 +219,29 @@ def _independent(body: dict[str, Any]) -> tuple[int, Any]:
         {"id": c["id"], "reason": "different", "relation": "independent"} for c in data["candidates"]]}))
 
 
-def test_sure_decisions_past_the_default_reach_never_reach_the_llm(neo4j, instance, tenant):
-    ids = write_items(neo4j, tenant, SURE)
+def test_by_default_no_memory_is_archived_on_the_offline_judge_s_word_alone(neo4j, instance, tenant):
+    """The default reach (1): the sure repeat and the sure move are shown to the LLM first; its
+    "independent" keeps all four memories active, and the rerun asks nothing."""
+    write_items(neo4j, tenant, SURE)
     with fake_openai_server() as server:
         server.chat = _independent
         result = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(offline=OfflineJudge(), llm=_llm(server.base_url)))
+        asked = {a for a in map(_asked, server.chat_calls()) if a is not None}
+        before = len(server.chat_calls())
+        again = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(offline=OfflineJudge(), llm=_llm(server.base_url)))
+        calls_again = len(server.chat_calls()) - before
+    assert asked == {(SURE[2], frozenset({SURE[0]})), (SURE[3], frozenset({SURE[1]}))}
+    assert metadata(result, "relation_judgments")["llm_changed"] == 2
+    assert all(node["status"] == "activated" for node in nodes(neo4j, tenant).values())
+    assert calls_again == 0 and metadata(again, "relation_judgments")["llm_calls"] == 0
+
+
+def test_sure_decisions_past_a_lower_reach_never_reach_the_llm(neo4j, instance, tenant):
+    ids = write_items(neo4j, tenant, SURE)
+    offline = OfflineJudge(confirm_merges=0.70, confirm_supersedes=0.47)
+    with fake_openai_server() as server:
+        server.chat = _independent
+        result = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(offline=offline, llm=_llm(server.base_url)))
         asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
     assert asked == [] and metadata(result, "relation_judgments")["llm_calls"] == 0
     graph = nodes(neo4j, tenant)
@@ -270,12 +288,12 @@ def test_the_confirmation_reach_is_read_from_the_settings(monkeypatch: pytest.Mo
         monkeypatch.delenv(name, raising=False)
     routed = build_judge(Settings(), in_dagster=False)
     assert isinstance(routed, RoutedJudge)
-    assert (routed.offline.confirm_merges, routed.offline.confirm_supersedes) == (0.70, 0.47)
-    monkeypatch.setenv("MEMTEND_LLM_CONFIRM_MERGES", "1")
+    assert (routed.offline.confirm_merges, routed.offline.confirm_supersedes) == (1.0, 1.0)
+    monkeypatch.setenv("MEMTEND_LLM_CONFIRM_MERGES", "0.5")
     monkeypatch.setenv("MEMTEND_LLM_CONFIRM_SUPERSEDES", "0")
     routed = build_judge(Settings(), in_dagster=False)
     assert isinstance(routed, RoutedJudge)
-    assert (routed.offline.confirm_merges, routed.offline.confirm_supersedes) == (1.0, 0.0)
+    assert (routed.offline.confirm_merges, routed.offline.confirm_supersedes) == (0.5, 0.0)
 
 
 #: A repeat the offline judge scores far under its threshold (P(redundant) 0.44 against 0.88): out
@@ -338,8 +356,9 @@ def test_fusions_spend_under_their_own_budget_and_the_next_run_takes_up_the_rest
         assert "new_memory" not in data, "the offline judge is sure of both pairs: no judge call"
         return 200, chat_answer(json.dumps({"reason": "one fact", "reconcilable": False, "merged": None}))
 
-    def judge(url: str) -> RoutedJudge:
-        return RoutedJudge(offline=OfflineJudge(), llm=_llm(url, max_calls_per_run=1))
+    def judge(url: str) -> RoutedJudge:  # a reach under the sure decisions: only fusions call
+        return RoutedJudge(offline=OfflineJudge(confirm_merges=0.70, confirm_supersedes=0.47),
+                           llm=_llm(url, max_calls_per_run=1))
 
     with fake_openai_server() as server:
         server.chat = fused

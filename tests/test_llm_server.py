@@ -120,9 +120,9 @@ def test_dedup_through_the_real_server_merges_nothing_the_truth_does_not(server,
 
 def test_dedup_with_the_shipped_routing_asks_the_real_server_only_about_unsure_pairs(server, neo4j, instance,
                                                                                     tenant):
-    """The default (``MEMTEND_LLM_ROUTE=uncertain`` with the default bands): the offline judge
-    decides first and the model sees only the pairs it is unsure of; the true duplicate, which the
-    offline judge is sure of, is merged without asking."""
+    """The default (``MEMTEND_LLM_ROUTE=uncertain`` with the default bands and reach): the offline
+    judge decides first and the model sees only the pairs it nearly resolved or resolves (the true
+    duplicate among them: merged only if the model confirms it); nothing else is merged."""
     from mem_assets.dedup.pair_judge import OfflineJudge, RoutedJudge
     from mem_resources.settings import DEFAULT_NEAR_MERGES, DEFAULT_NEAR_SUPERSEDES
 
@@ -149,7 +149,7 @@ def test_dedup_with_the_shipped_routing_asks_the_real_server_only_about_unsure_p
     rows = result.output_for_node("merged_nodes")
     applied = rows[rows["status"] == "applied"]
     merged_texts = [{text_of[i] for i in row.sources} for row in applied.itertuples() if row.action.startswith("merge")]
-    assert merged_texts == [set(DUPLICATE)]
+    assert merged_texts in ([], [set(DUPLICATE)])
     superseded = sorted(text_of[row.sources[0]] for row in applied.itertuples() if row.action == "supersede")
     active = {n["memory"] for n in graph.values() if n["status"] == "activated"}
     assert set(DISTINCT) - set(superseded) <= active

@@ -16,7 +16,7 @@ speaker as the file intends; the oracle also answers judge pairs from
 research/data/judge/locomo/heldout.jsonl). A batch of ``locomo`` is one ``memtend tend`` of its
 four tenants; its figures are the four runs summed. ``fresh6`` (research/data/eval/fresh6/, six
 speakers, sessions in thirds as batches; judge pairs from research/data/judge/fresh6/heldout.jsonl)
-is read the same way (research/studies/fresh6_rule.md), and ``fresh7``, ``fresh8`` too (fresh7_rule.md, fresh8_rule.md).
+is read the same way (research/studies/fresh6_rule.md), and ``fresh7`` to ``fresh9`` too (fresh7_rule.md, fresh8_rule.md, llm_route_rule.md round 5).
 
 The figures are the product's own report: each run's asset materialization metadata in the Dagster
 instance the command records into (a fresh ``DAGSTER_HOME`` per set): ``memory_items.new``,
@@ -74,6 +74,8 @@ SETS: dict[str, dict[str, Any]] = {
                "pairs": [DATA / "judge" / "fresh7" / "heldout.jsonl"]},
     "fresh8": {"topics": DATA / "eval" / "fresh8" / "topics.jsonl",
                "pairs": [DATA / "judge" / "fresh8" / "heldout.jsonl"]},
+    "fresh9": {"topics": DATA / "eval" / "fresh9" / "topics.jsonl",
+               "pairs": [DATA / "judge" / "fresh9" / "heldout.jsonl"]},
 }
 LLM_ENV = {"MEMTEND_LLM": "openai", "OPENAI_API_KEY": "oracle", "MEMTEND_LLM_MODEL": "oracle"}
 NEO4J = "bolt://127.0.0.1:7687"

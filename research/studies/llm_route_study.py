@@ -9,6 +9,8 @@
 ``python -m research.studies.llm_route_study round4``    round 4's variants: training files (out of fold),
                                                         fresh6 and fresh7 (shipped), both oracles
 ``python -m research.studies.llm_route_study fresh8 M S`` the chosen reaches and today's, fresh8 (once)
+``python -m research.studies.llm_route_study round5``    round 4's variants on fresh8 (round 5's missing figures)
+``python -m research.studies.llm_route_study fresh9 M S`` round 5's chosen reaches and today's, fresh9 (once)
 ``python -m research.studies.llm_route_study cli``       the shipped defaults through ``memtend eval-judge``,
                                                         held-out files, both oracles (exact, no replay)
 
@@ -64,6 +66,7 @@ ROUND_4 = [((0.60, 0.20), m, s, False) for m in (0.70, 1.0) for s in (0.47, 0.75
 """Round 4: the shipped near bands, merge reach m and supersede reach s (1.0: every decision shown)."""
 band.FILES["fresh"] = {name: band.DATA / name / "heldout.jsonl" for name in ("fresh6", "fresh7")}
 band.FILES["fresh8"] = {"fresh8": band.DATA / "fresh8" / "heldout.jsonl"}
+band.FILES["fresh9"] = {"fresh9": band.DATA / "fresh9" / "heldout.jsonl"}
 PROBABILITIES: dict[tuple[str, str], dict[str, float]] = {}
 """Out-of-fold probabilities of the pairs being scored, for exact per-label near bands."""
 
@@ -263,6 +266,13 @@ def main() -> None:
         results = run("train", rounds[(sys.argv[2:] or ["2"])[0]], ("shipped", "out of fold"))
     elif split == "round4":
         results = run("train", ROUND_4, ("out of fold",)) + run("fresh", ROUND_4, ("shipped",))
+    elif split == "round5":
+        results = run("fresh8", ROUND_4, ("shipped",))
+    elif split == "fresh9":
+        m, s = (float(x) for x in sys.argv[2:4])
+        chosen = ((0.60, 0.20), m, s, False)
+        today = ROUND_4[0]
+        results = run("fresh9", [chosen] if chosen == today else [chosen, today], ("shipped",))
     elif split == "fresh8":
         m, s = (float(x) for x in sys.argv[2:4])
         chosen = ((0.60, 0.20), m, s, False)
