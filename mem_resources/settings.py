@@ -184,14 +184,14 @@ class Settings(BaseSettings):
         default=1000, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_CALLS_PER_RUN"),
         description="LLM calls one run of a tenant may make for judging, and as many (each counted apart) for "
                     "fusions, topic placement and topic names/summaries; the new memories (or groups to fuse) "
-                    "beyond wait, unmerged and unchecked, for the next run; the uncertain memories beyond keep their offline placement (or, "
-                    "unplaced, wait for the next run); the topics beyond keep their offline name and are named "
-                    "by the next run; 0: no limit.")
+                    "beyond wait, unmerged and unchecked, for the next run; the uncertain memories beyond keep "
+                    "their offline placement (or, unplaced, wait for the next run); the topics beyond keep their "
+                    "offline name and are named by the next run; 0: no limit.")
     llm_max_tokens_per_run: int = Field(
         default=2_000_000, ge=0, validation_alias=_env("MEMTEND_LLM_MAX_TOKENS_PER_RUN"),
         description="Prompt + completion tokens the LLM judge may spend in one run of a tenant, and as "
-                    "many (each counted apart) fusions, topic placement and topic names/summaries; no call starts once "
-                    "they are spent (calls in flight finish); 0: no limit.")
+                    "many (each counted apart) fusions, topic placement and topic names/summaries; no call "
+                    "starts once they are spent (calls in flight finish); 0: no limit.")
     topic_llm_band: float = Field(
         default=DEFAULT_TOPIC_LLM_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_TOPIC_LLM_BAND"),
         description="With MEMTEND_LLM=openai: a memory that fits no existing topic, or that offline placement "

@@ -183,8 +183,6 @@ class LLMSummarizer(SummarizerResource):
             for position in positions:
                 named.deferred[position] = bool(usage.deferred)
             return
-        by_id = {}
-        for topic in answer.topics:
-            by_id.setdefault(topic.id, TopicSummary.model_validate(topic.model_dump(exclude={"id"})))
+        by_id = {topic.id: topic for topic in reversed(answer.topics)}  # the first answer for an id
         for tid, position in zip(ids, positions, strict=True):
             named.summaries[position] = by_id.get(tid)

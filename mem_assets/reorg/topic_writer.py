@@ -389,6 +389,7 @@ class _TypeContext:
         self.owed: set[str] = set()
         self.prepared: set[str] = set()
         self.ready: dict[str, TopicSummary | None] = {}
+        self.digests: dict[str, str] = {}
 
     def _members(self, tid: str) -> list[str]:
         row = self.topics[tid]
@@ -409,7 +410,7 @@ class _TypeContext:
         for row in sorted((self.topics[tid] for tid in unit if tid in self.topics),
                           key=lambda r: (r["level"], r["id"])):
             tid = row["id"]
-            digest = membership_digest(int(row["level"]), self._members(tid)) if row["refresh"] else ""
+            digest = self.digests.get(tid, "")
             summary = self.ready.pop(tid, None)
             if row["action"] == RENAMED and (summary is None or tid in self.owed):
                 continue  # still owed (or named meanwhile): left exactly as it is
@@ -473,7 +474,7 @@ class _TypeContext:
     def _due(self, row: dict[str, Any], due: list[str]) -> None:
         tid = row["id"]
         previous = self.previous.get(tid, {})
-        digest = membership_digest(int(row["level"]), self._members(tid))
+        digest = self.digests[tid] = membership_digest(int(row["level"]), self._members(tid))
         if previous.get("summary_digest") != digest or not previous.get("key") or not previous.get("memory"):
             due.append(tid)
             return
