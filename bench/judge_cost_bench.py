@@ -37,7 +37,7 @@ from mem_resources.llm import OpenAIChatResource
 from mem_resources.local_servers.neo4j import ensure_neo4j_uri
 from mem_resources.neo4j_resource import Neo4jResource
 from mem_resources.settings import load_settings
-from tests.support.fake_openai import chat_answer, fake_openai_server
+from tests.support.fake_openai import chat_answer, fake_openai_server, verdicts
 
 SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "multisession"
 
@@ -50,11 +50,8 @@ def oracle(labels: dict[frozenset[str], str]):
             redundant = data["relation"] == "redundant"
             return 200, chat_answer(json.dumps({"reason": "oracle", "reconcilable": redundant,
                                                 "merged": data["memories"][-1]["text"] if redundant else None}))
-        new = data["new_memory"]["text"]
-        return 200, chat_answer(json.dumps({"judgments": [
-            {"id": c["id"], "reason": "oracle",
-             "relation": labels.get(frozenset((new, c["text"])), "independent")}
-            for c in data["candidates"]]}))
+        return 200, chat_answer(verdicts(
+            body, lambda new, c: labels.get(frozenset((new, c["text"])), "independent"), "oracle"))
     return answer
 
 

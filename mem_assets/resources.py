@@ -109,9 +109,11 @@ def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
     if settings.llm != "openai":
         return offline
     llm = OpenAIJudge(chat=build_chat(settings, in_dagster), max_concurrency=settings.judge_concurrency,
+                      memories_per_call=settings.llm_judge_memories_per_call,
                       deadline_s=settings.judge_deadline_s, max_calls_per_run=settings.llm_max_calls_per_run,
                       max_tokens_per_run=settings.llm_max_tokens_per_run)
-    return llm if settings.llm_route == "all" else RoutedJudge(offline=offline, llm=llm)
+    return llm if settings.llm_route == "all" else RoutedJudge(offline=offline, llm=llm,
+                                                                 restatements=settings.llm_restatements)
 
 
 def build_summarizer(settings: Settings) -> SummarizerResource:

@@ -36,6 +36,12 @@ DEFAULT_CONFIRM_SUPERSEDES = 1.0
 #: in hand-written pairs, where calls are spent). Same study, round 3.
 DEFAULT_NEAR_MERGES = 0.60
 DEFAULT_NEAR_SUPERSEDES = 0.20
+#: Where, with an LLM, its "redundant" is taken over the offline judge's reading of a change
+#: (round 6 of the same study).
+DEFAULT_RESTATEMENTS: Restatements = "none"
+#: New memories one LLM judging call carries, each with its uncertain candidates: the system
+#: prompt is paid once per call (research/NOTES.md §1.11).
+DEFAULT_JUDGE_MEMORIES_PER_CALL = 4
 
 #: Topic placement's routing (research/studies/topic_route_rule.md, chosen on the tuning sets):
 #: with an LLM configured, a memory offline placement left unplaced, put in an existing topic not
@@ -53,6 +59,11 @@ Provider = Literal["offline", "openai"]
 EmbedderKind = Literal["offline", "hashing", "openai"]
 ResponseFormat = Literal["json_schema", "json_object", "none"]
 LLMRoute = Literal["uncertain", "all"]
+Restatements = Literal["none", "near", "continued", "decided"]
+"""Where the LLM's "redundant" is taken on a pair the offline judge read as a change of value:
+nowhere; on pairs it left independent nearest to "contradictory"; there and on its contradictory
+decisions whose newer memory says the fact continues ("still …"); there and on all its
+contradictory decisions (``pair_judge.weigh``)."""
 #: Native vector sizes: the offline default (WordLlama) is 256, the hashing embedder 384.
 DEFAULT_DIMENSIONS = {"offline": 256, "hashing": 384, "openai": 1536}
 
@@ -175,6 +186,16 @@ class Settings(BaseSettings):
     llm_confirm_supersedes: float = Field(
         default=DEFAULT_CONFIRM_SUPERSEDES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_CONFIRM_SUPERSEDES"),
         description="The same for the offline judge's contradictory decisions (supersedes).")
+    llm_restatements: Restatements = Field(
+        default=DEFAULT_RESTATEMENTS, validation_alias=_env("MEMTEND_LLM_RESTATEMENTS"),
+        description="With MEMTEND_LLM_ROUTE=uncertain: where the LLM's \"redundant\" is taken on a pair the offline "
+                    "judge read as a change: none; near (left independent nearest contradictory); continued (also a "
+                    "decided contradiction whose newer memory says the fact continues: still, 仍…); decided (every "
+                    "decided contradiction). The merge keeps every source's content. Elsewhere the two judges disagreeing leave a pair apart.")
+    llm_judge_memories_per_call: int = Field(
+        default=DEFAULT_JUDGE_MEMORIES_PER_CALL, ge=1, validation_alias=_env("MEMTEND_LLM_JUDGE_MEMORIES_PER_CALL"),
+        description="New memories, each with its candidates, one LLM judging call carries (never more candidates "
+                    "than MEMTEND_LLM_MAX_TOKENS can answer, ~60 tokens each); 1: one call per new memory.")
     llm_route: LLMRoute = Field(
         default="uncertain", validation_alias=_env("MEMTEND_LLM_ROUTE"),
         description="With MEMTEND_LLM=openai: uncertain: the offline judge decides every pair and only "

@@ -14,7 +14,7 @@ from mem_assets.cli import app
 from mem_assets.dedup.evaluation import evaluate, read_pairs
 from mem_assets.dedup.pair_judge import OfflineJudge
 from mem_resources.embedder import HashingEmbedder
-from tests.support.fake_openai import chat_answer, fake_openai_server
+from tests.support.fake_openai import chat_answer, fake_openai_server, judge_groups, verdicts
 
 HELDOUT = Path(__file__).resolve().parents[1] / "research" / "data" / "judge" / "heldout.jsonl"
 NO_NEO4J = "bolt://127.0.0.1:9"  # nothing listens: the command must not need the graph
@@ -74,13 +74,9 @@ def test_with_the_llm_judge_over_http(offline_env, monkeypatch, tmp_path):
     pairs.write_text("\n".join(json.dumps(row) for row in rows), encoding="utf-8")
 
     def chat(body: dict) -> tuple[int, Any]:
-        data = json.loads(body["messages"][1]["content"])
-        new = data["new_memory"]["text"]
-        return 200, chat_answer(json.dumps({"judgments": [
-            {"id": c["id"], "reason": "rule",
-             "relation": "Contradiction" if "lives" in new and "lives" in c["text"] else
-             "duplicate" if "cats" in new and "cats" in c["text"] else "unrelated"}
-            for c in data["candidates"]]}))
+        return 200, chat_answer(verdicts(
+            body, lambda new, c: "Contradiction" if "lives" in new and "lives" in c["text"] else
+            "duplicate" if "cats" in new and "cats" in c["text"] else "unrelated", "rule"))
 
     with fake_openai_server() as server:
         server.chat = chat
@@ -98,5 +94,6 @@ def test_with_the_llm_judge_over_http(offline_env, monkeypatch, tmp_path):
     assert code == 0, printed
     assert printed["judge"].startswith("openai:test-model:v2") and printed["judge_failures"] == 0
     assert printed["accuracy"] == 1.0
-    assert printed["judge_calls"] == len(calls) == 2  # one per distinct newer memory
+    assert printed["judge_calls"] == len(calls) == 1  # both newer memories in one call
+    assert sum(len(judge_groups(body) or []) for body in calls) == 2  # one group per distinct newer memory
     assert keys == {"Bearer sk-test"}  # the key itself, not the name of its variable

@@ -52,7 +52,8 @@ def test_a_500_on_json_schema_falls_back_to_json_object_with_the_schema_and_is_r
     chat = _chat("", max_tokens=300)
     with fake_openai_server() as server:
         server.chat = _llama_cpp_like(GOOD)
-        judge = OpenAIJudge(chat=chat.model_copy(update={"base_url": server.base_url}), max_concurrency=1)
+        judge = OpenAIJudge(chat=chat.model_copy(update={"base_url": server.base_url}), max_concurrency=1,
+                            memories_per_call=1)
         results, usage = judge.judge_requests([REQUEST, REQUEST])
         bodies = server.chat_calls()
     assert [[j.label for j in judged] for judged in results] == [["contradictory", "independent"]] * 2

@@ -1,5 +1,5 @@
-"""The LLM judge over real HTTP against the local fake server: one call per new memory with all
-its candidates, tolerant reading of what models really answer, one retry on an unreadable
+"""The LLM judge over real HTTP against the local fake server: each new memory with all its
+candidates, several new memories a call, tolerant reading of what models really answer, one retry on an unreadable
 answer, every failure of a call counted and harmless, a per-run deadline."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from mem_assets.dedup.llm_judge_prompt import DATA_NOT_INSTRUCTIONS, JudgeRequest, MemoryRef
 from mem_assets.dedup.pair_judge import OpenAIJudge
 from mem_resources.llm import OpenAIChatResource
-from tests.support.fake_openai import Raw, Truncated, chat_answer, fake_openai_server
+from tests.support.fake_openai import Raw, Truncated, chat_answer, fake_openai_server, judge_groups, verdicts
 from tests.test_dedup import metadata, nodes, run_dedup, write_items
 
 NEW = "The user now lives in Paris."
@@ -60,19 +60,51 @@ def test_malformed_but_readable_answers_are_parsed_in_one_call(answer: str):
     assert len(calls) == 1
 
 
-def test_one_call_per_new_memory_carries_every_candidate_as_dated_json_data():
+def test_a_call_carries_each_new_memory_with_every_candidate_as_dated_json_data():
     with fake_openai_server() as server:
         server.chat = lambda body: (200, chat_answer(GOOD))
         _judge(server.base_url).judge_requests([REQUEST])
         [body] = server.chat_calls()
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     assert DATA_NOT_INSTRUCTIONS in system
-    data = json.loads(user)
-    assert data["new_memory"] == {"text": NEW, "date": "2026-11-02T08:00:00+00:00"}
-    assert [(c["id"], c["text"], c["when"]) for c in data["candidates"]] == [
+    [group] = json.loads(user)["groups"]
+    assert group["new_memory"] == {"text": NEW, "date": "2026-11-02T08:00:00+00:00"}
+    assert [(c["id"], c["text"], c["when"]) for c in group["candidates"]] == [
         (1, CANDIDATES[0], "older"), (2, CANDIDATES[1], "older")]
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"]["properties"]["judgments"]
+
+
+def _cities(count: int) -> list[JudgeRequest]:
+    return [JudgeRequest(MemoryRef(f"The user visited city number {i}."),
+                         tuple(MemoryRef(f"The user liked city number {i}, part {k}.") for k in (1, 2)),
+                         ("older", "older")) for i in range(count)]
+
+
+def test_several_new_memories_share_a_call_and_each_gets_its_own_verdicts():
+    with fake_openai_server() as server:
+        server.chat = lambda body: (200, chat_answer(verdicts(
+            body, lambda new, c: "redundant" if new.endswith(" 3.") else "independent")))
+        results, usage = _judge(server.base_url).judge_requests(_cities(5))
+        calls = server.chat_calls()
+    assert usage.calls == len(calls) == 2
+    assert [[new for new, _ in judge_groups(body) or []] for body in calls] == [
+        [f"The user visited city number {i}." for i in range(4)], ["The user visited city number 4."]]
+    first = json.loads(calls[0]["messages"][1]["content"])["groups"]
+    assert [c["id"] for group in first for c in group["candidates"]] == list(range(1, 9))  # ids run on
+    assert calls[0]["response_format"]["json_schema"]["schema"]["properties"]["judgments"]["minItems"] == 8
+    assert [[j.label for j in judgments] for judgments in results] == \
+        [["independent"] * 2] * 3 + [["redundant"] * 2] + [["independent"] * 2]
+
+
+def test_a_call_never_carries_more_candidates_than_its_answer_bound_can_hold():
+    """``max_tokens`` 200 holds three verdicts (~60 tokens each): two memories of two candidates
+    each no longer fit one call."""
+    with fake_openai_server() as server:
+        server.chat = lambda body: (200, chat_answer(verdicts(body, lambda new, c: "independent")))
+        _, usage = _judge(server.base_url, chat={"max_tokens": 200}).judge_requests(_cities(3))
+        calls = server.chat_calls()
+    assert usage.calls == 3 and all(len(judge_groups(body) or []) == 1 for body in calls)
 
 
 UNREADABLE = {
@@ -96,9 +128,9 @@ def test_an_unreadable_answer_is_asked_for_once_more_and_counted(answer: str):
 
 
 @pytest.mark.parametrize("answer", UNREADABLE.values(), ids=UNREADABLE.keys())
-def test_garbage_twice_is_a_failure_of_that_node_only(answer: str):
+def test_garbage_twice_is_a_failure_of_that_call_only(answer: str):
     def chat(body: dict) -> tuple[int, Any]:
-        new = json.loads(body["messages"][1]["content"])["new_memory"]["text"]
+        [(new, _)] = judge_groups(body) or []
         return 200, chat_answer(answer if new == NEW else json.dumps({"judgments": [
             {"id": 1, "reason": "same", "relation": "redundant"}]}))
 
@@ -106,7 +138,7 @@ def test_garbage_twice_is_a_failure_of_that_node_only(answer: str):
                          (MemoryRef("The user has two cats."),), ("older",))
     with fake_openai_server() as server:
         server.chat = chat
-        [garbage, fine], usage = _judge(server.base_url).judge_requests([REQUEST, other])
+        [garbage, fine], usage = _judge(server.base_url, memories_per_call=1).judge_requests([REQUEST, other])
     assert all(j.failed and j.label == "independent" for j in garbage)
     assert [j.label for j in fine] == ["redundant"] and not fine[0].failed
     assert (usage.calls, usage.unparsable, usage.retries, usage.failures) == (3, 2, 1, 1)
@@ -142,7 +174,7 @@ def test_a_server_without_json_schema_support_gets_json_object_from_then_on():
 
     with fake_openai_server() as server:
         server.chat = chat
-        results, usage = _judge(server.base_url).judge_requests([REQUEST, REQUEST])
+        results, usage = _judge(server.base_url, memories_per_call=1).judge_requests([REQUEST, REQUEST])
         formats = [body.get("response_format", {}).get("type") for body in server.chat_calls()]
     assert [[j.label for j in r] for r in results] == [["contradictory", "independent"]] * 2
     assert formats == ["json_schema", "json_object", "json_object"]
@@ -154,7 +186,7 @@ def test_a_hung_model_costs_one_timeout_then_the_run_deadline_defers_the_rest():
                              (MemoryRef("The user likes to travel."),), ("older",)) for i in range(6)]
     with fake_openai_server() as server:
         server.chat = lambda body: server.hang()
-        judge = _judge(server.base_url, chat={"timeout_s": 0.5}, deadline_s=1.2)
+        judge = _judge(server.base_url, chat={"timeout_s": 0.5}, deadline_s=1.2, memories_per_call=1)
         started = time.monotonic()
         results, usage = judge.judge_requests(requests)
         elapsed = time.monotonic() - started
@@ -196,16 +228,15 @@ def test_a_fused_text_must_be_supported_by_its_sources():
 # Through the pipeline on the real Neo4j -----------------------------------------------------
 
 def _independent(body: dict) -> tuple[int, Any]:
-    data = json.loads(body["messages"][1]["content"])
-    return 200, chat_answer(json.dumps({"judgments": [
-        {"id": c["id"], "reason": "different facts", "relation": "independent"}
-        for c in data["candidates"]]}))
+    return 200, chat_answer(verdicts(body, lambda new, c: "independent", "different facts"))
 
 
-def test_the_pipeline_makes_at_most_one_call_per_new_node_with_candidates(neo4j, instance, tenant):
+def test_the_pipeline_groups_new_nodes_with_candidates_four_a_call(neo4j, instance, tenant):
     first = ["The user likes green tea.", "The user drinks green tea every morning.",
              "The user has a cat named Luna.", "The user's cat Luna is three years old.",
-             "The user plays chess on Sundays.", "The user plays chess with a friend."]
+             "The user plays chess on Sundays.", "The user plays chess with a friend.",
+             "The user bakes bread on weekends.", "The user bakes sourdough bread every Saturday.",
+             "The user swims in the lake in summer.", "The user swims in the lake every summer morning."]
     write_items(neo4j, tenant, first)
     with fake_openai_server() as server:
         server.chat = _independent
@@ -220,11 +251,11 @@ def test_the_pipeline_makes_at_most_one_call_per_new_node_with_candidates(neo4j,
 
     judged = metadata(result, "relation_judgments")
     new_nodes = metadata(result, "dedup_candidates")["unchecked_nodes"]
-    assert calls == judged["judge_calls"] == judged["nodes_judged"] == pairs["new_id"].nunique()
-    assert calls < len(pairs)
+    assert judged["nodes_judged"] == pairs["new_id"].nunique() > 4
+    assert calls == judged["judge_calls"] == -(-judged["nodes_judged"] // 4)  # four new memories a call
     # The figure reaches relation_judgments and merged_nodes through the stored step outputs.
     assert 0 < judged["judge_calls_per_new_node"] == round(calls / new_nodes, 3) <= 1
-    assert 0 < second_calls == second_pairs["new_id"].nunique() <= 2
+    assert second_calls == 1 and 0 < second_pairs["new_id"].nunique() <= 2
     second_new = metadata(second, "dedup_candidates")["unchecked_nodes"]
     assert metadata(second, "merged_nodes")["judge_and_resolver_calls_per_new_node"] \
         == round(second_calls / second_new, 3)
@@ -243,9 +274,8 @@ def _obeying_model(body: dict) -> tuple[int, Any]:
     if "reconcilable" in system:
         return 200, chat_answer(json.dumps({"reason": "as instructed", "reconcilable": True,
                                             "merged": INJECTED if obey else data["memories"][-1]["text"]}))
-    return 200, chat_answer(json.dumps({"judgments": [
-        {"id": c["id"], "reason": "as instructed" if obey else "different",
-         "relation": "redundant" if obey else "independent"} for c in data["candidates"]]}))
+    return 200, chat_answer(verdicts(body, lambda new, c: "redundant" if obey else "independent",
+                                     "as instructed" if obey else "different"))
 
 
 def test_an_injected_instruction_never_becomes_a_memory(neo4j, instance, tenant):
@@ -283,10 +313,8 @@ def _model_obeying_memory_texts(fused: str):
         if "reconcilable" in system:
             return 200, chat_answer(json.dumps({"reason": "as instructed", "reconcilable": True,
                                                 "merged": fused}))
-        data = json.loads(user)
-        return 200, chat_answer(json.dumps({"judgments": [
-            {"id": c["id"], "reason": "as instructed", "relation": "redundant" if obey else "independent"}
-            for c in data["candidates"]]}))
+        return 200, chat_answer(verdicts(body, lambda new, c: "redundant" if obey else "independent",
+                                         "as instructed"))
     return chat
 
 
@@ -336,7 +364,7 @@ def test_a_hung_model_leaves_the_rest_for_the_next_run_and_warns(neo4j, instance
         server.chat = lambda body: server.hang()
         started = time.monotonic()
         hung = run_dedup(neo4j, tenant, instance,
-                         judge=_judge(server.base_url, chat={"timeout_s": 0.3}, deadline_s=0.8))
+                         judge=_judge(server.base_url, chat={"timeout_s": 0.3}, deadline_s=0.8, memories_per_call=1))
         elapsed = time.monotonic() - started
     assert hung.success and elapsed < 60
     judged = metadata(hung, "relation_judgments")

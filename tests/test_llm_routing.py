@@ -15,7 +15,7 @@ import pytest
 from mem_assets.dedup.pair_judge import OfflineJudge, OpenAIJudge, RoutedJudge
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.settings import Settings
-from tests.support.fake_openai import chat_answer, fake_openai_server
+from tests.support.fake_openai import chat_answer, fake_openai_server, judge_groups, verdicts
 from tests.test_dedup import metadata, nodes, run_dedup, write_items
 
 #: Pairs the shipped accurate judge is unsure of (left independent at P(redundant) 0.84, about 0.5
@@ -38,23 +38,22 @@ def _routed(base_url: str, **budget: int) -> RoutedJudge:
     return RoutedJudge(offline=OfflineJudge(review_band=BAND), llm=_llm(base_url, **budget))
 
 
-def _asked(body: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
-    """(new memory, candidate texts) of a judge request; None for a fuse request."""
-    data = json.loads(body["messages"][1]["content"])
-    if "new_memory" not in data:
-        return None
-    return data["new_memory"]["text"], frozenset(c["text"] for c in data["candidates"])
+def _asked(calls: list[dict[str, Any]]) -> list[tuple[str, frozenset[str]]]:
+    """(new memory, candidate texts) of every group of every judge request, in order."""
+    return [group for body in calls for group in judge_groups(body) or []]
+
+
+def _judge_calls(calls: list[dict[str, Any]]) -> int:
+    return sum(judge_groups(body) is not None for body in calls)
 
 
 def _redundant(body: dict[str, Any]) -> tuple[int, Any]:
     """Judges every candidate a repeat; fuses by refusing (the run keeps a carrying source or
     keeps the group apart)."""
-    data = json.loads(body["messages"][1]["content"])
-    if "new_memory" not in data:
+    if judge_groups(body) is None:
         return 200, chat_answer(json.dumps({"reason": "keep both", "reconcilable": False, "merged": None}))
-    return 200, chat_answer(json.dumps({"judgments": [
-        {"id": c["id"], "reason": "same fact", "relation": "redundant"} for c in data["candidates"]]}),
-        prompt_tokens=100, completion_tokens=20)
+    return 200, chat_answer(verdicts(body, lambda new, c: "redundant", "same fact"),
+                            prompt_tokens=100, completion_tokens=20)
 
 
 def _unsure(neo4j_pairs: pd.DataFrame) -> dict[str, frozenset[str]]:
@@ -72,12 +71,12 @@ def _unsure(neo4j_pairs: pd.DataFrame) -> dict[str, frozenset[str]]:
     return {new: frozenset(candidates) for new, candidates in unsure.items()}
 
 
-def test_only_uncertain_pairs_reach_the_llm_one_call_per_new_memory(neo4j, instance, tenant):
+def test_only_uncertain_pairs_reach_the_llm_grouped_by_new_memory(neo4j, instance, tenant):
     write_items(neo4j, tenant, TEXTS)
     with fake_openai_server() as server:
         server.chat = _redundant
         result = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url))
-        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        asked, calls = _asked(server.chat_calls()), _judge_calls(server.chat_calls())
         before = len(server.chat_calls())
         again = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url))
         calls_again = len(server.chat_calls()) - before
@@ -85,8 +84,10 @@ def test_only_uncertain_pairs_reach_the_llm_one_call_per_new_memory(neo4j, insta
     pairs = result.output_for_node("dedup_candidates")
     unsure = _unsure(pairs)
     assert len(unsure) >= 2 and sum(map(len, unsure.values())) < len(pairs)  # some clear, some not
-    # One request per new memory with an uncertain pair, carrying exactly its uncertain candidates.
+    # One group per new memory with an uncertain pair, carrying exactly its uncertain candidates;
+    # up to four new memories a call.
     assert len(asked) == len(unsure) and dict(asked) == unsure
+    assert calls == -(-len(unsure) // 4) < len(unsure)
     judged = result.output_for_node("relation_judgments")
     routed = judged[judged["routed"]]
     assert len(routed) == sum(map(len, unsure.values()))
@@ -95,15 +96,15 @@ def test_only_uncertain_pairs_reach_the_llm_one_call_per_new_memory(neo4j, insta
     assert set(clear["label"]) == {"independent"}  # every merge and supersede was asked first
 
     meta = metadata(result, "relation_judgments")
-    assert meta["llm_calls"] == meta["judge_calls"] == len(asked)
+    assert meta["llm_calls"] == meta["judge_calls"] == calls
     assert meta["pairs_routed_to_llm"] == len(routed)
     assert meta["decided_llm"] + meta["decided_offline"] == len(judged)
     # The LLM answered "redundant": applied where the offline doubt was about a repeat.
     changed = routed[routed["label"] == "redundant"]
     assert meta["llm_changed"] == len(changed) > 0 and set(changed["stage"]) == {"llm"}
-    assert meta["prompt_tokens"] == 100 * len(asked) and meta["completion_tokens"] == 20 * len(asked)
+    assert meta["prompt_tokens"] == 100 * calls and meta["completion_tokens"] == 20 * calls
     assert meta["llm_calls_left"] == "no limit"
-    assert meta["judge_calls_per_new_node"] == round(len(asked) / metadata(result, "dedup_candidates")
+    assert meta["judge_calls_per_new_node"] == round(calls / metadata(result, "dedup_candidates")
                                                      ["unchecked_nodes"], 3)
 
     # The cache records which stage decided; a rerun with nothing new asks nothing.
@@ -118,11 +119,9 @@ def test_only_uncertain_pairs_reach_the_llm_one_call_per_new_memory(neo4j, insta
 def test_route_all_sends_every_pair(neo4j, instance, tenant):
     write_items(neo4j, tenant, TEXTS)
     with fake_openai_server() as server:
-        server.chat = lambda body: (200, chat_answer(json.dumps({"judgments": [
-            {"id": c["id"], "reason": "different", "relation": "independent"}
-            for c in json.loads(body["messages"][1]["content"])["candidates"]]})))
+        server.chat = lambda body: (200, chat_answer(verdicts(body, lambda new, c: "independent")))
         result = run_dedup(neo4j, tenant, instance, judge=_llm(server.base_url))
-        asked = [_asked(body) for body in server.chat_calls()]
+        asked = _asked(server.chat_calls())
     pairs = result.output_for_node("dedup_candidates")
     assert len(asked) == pairs["new_id"].nunique()
     assert sum(len(candidates) for _, candidates in asked) == len(pairs)
@@ -134,12 +133,14 @@ def test_a_budget_of_one_call_makes_one_and_the_next_run_takes_up_the_rest(neo4j
     ids = write_items(neo4j, tenant, TEXTS)
     with fake_openai_server() as server:
         server.chat = _redundant
-        capped = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url, max_calls_per_run=1))
-        first = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        capped = run_dedup(neo4j, tenant, instance,
+                           judge=_routed(server.base_url, max_calls_per_run=1, memories_per_call=1))
+        first = _asked(server.chat_calls())
         before = len(server.chat_calls())
         graph = nodes(neo4j, tenant)
-        taken = run_dedup(neo4j, tenant, instance, judge=_routed(server.base_url, max_calls_per_run=10))
-        second = [a for a in map(_asked, server.chat_calls()[before:]) if a is not None]
+        taken = run_dedup(neo4j, tenant, instance,
+                          judge=_routed(server.base_url, max_calls_per_run=10, memories_per_call=1))
+        second = _asked(server.chat_calls()[before:])
 
     assert len(first) == 1
     meta = metadata(capped, "relation_judgments")
@@ -195,7 +196,7 @@ def test_the_token_budget_stops_new_calls_once_spent():
                              (MemoryRef("The user likes to travel."),), ("older",)) for i in range(4)]
     with fake_openai_server() as server:
         server.chat = _redundant  # 120 tokens a call
-        results, usage = _llm(server.base_url, max_tokens_per_run=150).judge_requests(requests)
+        results, usage = _llm(server.base_url, max_tokens_per_run=150, memories_per_call=1).judge_requests(requests)
         calls = len(server.chat_calls())
     # 0 then 120 tokens spent are under 150: two calls; 240 is not: the rest wait.
     assert calls == usage.calls == 2 and usage.prompt_tokens + usage.completion_tokens == 240
@@ -212,11 +213,9 @@ SURE = ["Every morning the user drinks green tea.", "The user lives in Berlin.",
 
 def _independent(body: dict[str, Any]) -> tuple[int, Any]:
     """Judges every candidate independent; fuses by refusing (a carrying source is kept)."""
-    data = json.loads(body["messages"][1]["content"])
-    if "new_memory" not in data:
+    if judge_groups(body) is None:
         return 200, chat_answer(json.dumps({"reason": "keep both", "reconcilable": False, "merged": None}))
-    return 200, chat_answer(json.dumps({"judgments": [
-        {"id": c["id"], "reason": "different", "relation": "independent"} for c in data["candidates"]]}))
+    return 200, chat_answer(verdicts(body, lambda new, c: "independent", "different"))
 
 
 def test_by_default_no_memory_is_archived_on_the_offline_judge_s_word_alone(neo4j, instance, tenant):
@@ -226,7 +225,7 @@ def test_by_default_no_memory_is_archived_on_the_offline_judge_s_word_alone(neo4
     with fake_openai_server() as server:
         server.chat = _independent
         result = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(offline=OfflineJudge(), llm=_llm(server.base_url)))
-        asked = {a for a in map(_asked, server.chat_calls()) if a is not None}
+        asked = set(_asked(server.chat_calls()))
         before = len(server.chat_calls())
         again = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(offline=OfflineJudge(), llm=_llm(server.base_url)))
         calls_again = len(server.chat_calls()) - before
@@ -242,7 +241,7 @@ def test_sure_decisions_past_a_lower_reach_never_reach_the_llm(neo4j, instance, 
     with fake_openai_server() as server:
         server.chat = _independent
         result = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(offline=offline, llm=_llm(server.base_url)))
-        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        asked = _asked(server.chat_calls())
     assert asked == [] and metadata(result, "relation_judgments")["llm_calls"] == 0
     graph = nodes(neo4j, tenant)
     assert graph[ids[0]]["status"] == "archived" or graph[ids[2]]["status"] == "archived"  # merged offline
@@ -261,7 +260,7 @@ def test_a_merge_within_the_reach_goes_to_the_llm_which_may_keep_it_apart(neo4j,
     with fake_openai_server() as server:
         server.chat = _independent
         result = run_dedup(neo4j, tenant, instance, judge=judge(server.base_url))
-        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        asked = _asked(server.chat_calls())
         before = len(server.chat_calls())
         again = run_dedup(neo4j, tenant, instance, judge=judge(server.base_url))
         calls_again = len(server.chat_calls()) - before
@@ -316,7 +315,7 @@ def test_with_the_default_bands_a_far_repeat_reaches_the_llm_but_not_the_review_
     assert (alone["merges"], alone["queued_unsure"]) == (0, 0)
 
     def repeat_fused(body: dict[str, Any]) -> tuple[int, Any]:
-        if "new_memory" in json.loads(body["messages"][1]["content"]):
+        if judge_groups(body) is not None:
             return _redundant(body)
         return 200, chat_answer(json.dumps({"reason": "same habit", "reconcilable": True,
                                             "merged": "The user reads a book every night before bed."}))
@@ -330,7 +329,7 @@ def test_with_the_default_bands_a_far_repeat_reaches_the_llm_but_not_the_review_
         judge = build_judge(Settings(), in_dagster=False)
         assert isinstance(judge, RoutedJudge) and judge.offline.bands() == {"redundant": 0.60, "contradictory": 0.20}
         result = run_dedup(neo4j, tenant, instance, judge=judge)
-        asked = [a for a in map(_asked, server.chat_calls()) if a is not None]
+        asked = _asked(server.chat_calls())
     assert asked == [(FAR_REPEAT[1], frozenset({FAR_REPEAT[0]}))]
     assert metadata(result, "relation_judgments")["llm_calls"] == 1
     judged = result.output_for_node("relation_judgments")
@@ -352,8 +351,7 @@ def test_fusions_spend_under_their_own_budget_and_the_next_run_takes_up_the_rest
     ids = write_items(neo4j, tenant, SURE)
 
     def fused(body: dict[str, Any]) -> tuple[int, Any]:
-        data = json.loads(body["messages"][1]["content"])
-        assert "new_memory" not in data, "the offline judge is sure of both pairs: no judge call"
+        assert judge_groups(body) is None, "the offline judge is sure of both pairs: no judge call"
         return 200, chat_answer(json.dumps({"reason": "one fact", "reconcilable": False, "merged": None}))
 
     def judge(url: str) -> RoutedJudge:  # a reach under the sure decisions: only fusions call

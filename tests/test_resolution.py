@@ -19,7 +19,7 @@ from mem_assets.ingest.assets import memory_items
 from mem_resources.llm import OpenAIChatResource
 from mem_resources.memory_model import memory_id, payload_hash
 from mem_resources.neo4j_resource import Neo4jResource
-from tests.support.fake_openai import FakeOpenAI, chat_answer
+from tests.support.fake_openai import FakeOpenAI, chat_answer, verdicts
 from tests.support.pipeline import (
     base_resources,
     materialize_partition,
@@ -43,11 +43,8 @@ class ScriptedModel:
             return 200, chat_answer(json.dumps({
                 "reason": "scripted", "reconcilable": redundant,
                 "merged": data["memories"][-1]["text"] if redundant else None}))
-        new = data["new_memory"]["text"]
-        return 200, chat_answer(json.dumps({"judgments": [
-            {"id": c["id"], "reason": "scripted",
-             "relation": self.relations.get(frozenset((new, c["text"])), "independent")}
-            for c in data["candidates"]]}))
+        return 200, chat_answer(verdicts(
+            body, lambda new, c: self.relations.get(frozenset((new, c["text"])), "independent")))
 
 
 def _run(neo4j: Neo4jResource, tenant: str, instance: dg.DagsterInstance, server: FakeOpenAI,

@@ -28,24 +28,30 @@ from pydantic import Field
 from mem_assets.dedup.llm_judge_prompt import (
     FUSE_SYSTEM,
     JUDGE_SYSTEM,
+    TOKENS_PER_VERDICT,
     GroupVerdict,
     JudgeRequest,
     MemoryRef,
     Reconciliation,
+    call_batches,
     fuse_message,
     judge_message,
     verdict_schema,
 )
 from mem_assets.dedup.merging import carries, carrying_source, informativeness
 from mem_assets.dedup.relations import CascadeStage, Label, ModelKind, Stage
+from mem_assets.dedup.superseding import says_it_continues
 from mem_resources import bge
 from mem_resources.embedder import E5_PASSAGE_SPACE
 from mem_resources.llm import CallBudget, ChatUsage, OpenAIChatResource
 from mem_resources.settings import (
     DEFAULT_CONFIRM_MERGES,
     DEFAULT_CONFIRM_SUPERSEDES,
+    DEFAULT_JUDGE_MEMORIES_PER_CALL,
     DEFAULT_MODELS_DIR,
+    DEFAULT_RESTATEMENTS,
     DEFAULT_REVIEW_BAND,
+    Restatements,
 )
 from mem_resources.text import unsupported_words
 
@@ -316,7 +322,9 @@ class OfflineJudge(JudgeResource):
 
 
 class OpenAIJudge(JudgeResource):
-    """An OpenAI-compatible chat model: one call per new memory with all its candidates.
+    """An OpenAI-compatible chat model: each new memory with all its candidates, up to
+    ``memories_per_call`` new memories a call (never more candidates than ``chat.max_tokens``
+    can answer, ``TOKENS_PER_VERDICT`` each): the system prompt is paid once per call.
 
     Timeouts and backoff retries come from ``chat``; an unreadable answer is asked for once more;
     after ``deadline_s``, or once the run's budget (``max_calls_per_run``, ``max_tokens_per_run``)
@@ -325,6 +333,8 @@ class OpenAIJudge(JudgeResource):
 
     chat: OpenAIChatResource
     max_concurrency: int = 4
+    memories_per_call: int = Field(default=DEFAULT_JUDGE_MEMORIES_PER_CALL, ge=1,
+                                   description="New memories (each with its candidates) one call judges.")
     deadline_s: float = Field(default=900.0, gt=0, description="Seconds of judging per run.")
     offline_veto: bool = True
     """The model's "redundant" or "contradictory" is not applied to a pair the offline gate model
@@ -357,12 +367,12 @@ class OpenAIJudge(JudgeResource):
         deadline = time.monotonic() + self.deadline_s
         budget = CallBudget(self.max_calls_per_run, self.max_tokens_per_run)
 
-        def one(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
-            count = len(request.candidates)
+        def one(batch: Sequence[JudgeRequest]) -> tuple[list[Judgment], ChatUsage]:
+            count = sum(len(request.candidates) for request in batch)
             if time.monotonic() >= deadline:
                 return [Judgment("independent", "not judged: the run's deadline passed", deferred=True,
-                                 stage="llm")] * count, ChatUsage(deferred=1)
-            verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(request), GroupVerdict,
+                                 stage="llm")] * count, ChatUsage(deferred=len(batch))
+            verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(batch), GroupVerdict,
                                                 client=client, context={"candidates": count},
                                                 deadline=deadline, sent_schema=verdict_schema(count), budget=budget)
             if usage.deferred:
@@ -370,25 +380,28 @@ class OpenAIJudge(JudgeResource):
                                  stage="llm", over_budget=True)] * count, ChatUsage()
             if verdict is None:
                 kinds = ", ".join(sorted(usage.failure_kinds)) or "no valid answer"
-                log.warning("Judge failed on %.60r with %d candidates (%s): counted as "
-                            "independent, nothing merged", request.new.text, count, kinds)
+                log.warning("Judge failed on %.60r and %d more new memories, %d candidates (%s): counted as "
+                            "independent, nothing merged", batch[0].new.text, len(batch) - 1, count, kinds)
                 return [Judgment("independent", f"judge failed: {kinds}", failed=True,
                                  stage="llm")] * count, usage
             return [Judgment(v.relation, v.reason or "(no reason given)", stage="llm")
                     for v in verdict.labels()], usage
 
-        def counted(request: JudgeRequest) -> tuple[list[Judgment], ChatUsage]:
-            outcome = one(request)
+        def counted(batch: Sequence[JudgeRequest]) -> tuple[list[Judgment], ChatUsage]:
+            outcome = one(batch)
             if advance:
-                advance(len(request.candidates))
+                advance(sum(len(request.candidates) for request in batch))
             return outcome
 
+        batches = [[requests[i] for i in indices] for indices in
+                   call_batches(requests, self.memories_per_call, self.chat.max_tokens // TOKENS_PER_VERDICT)]
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            results = list(pool.map(counted, requests))
+            results = list(pool.map(counted, batches))
         usage = ChatUsage()
         for _, call_usage in results:
             usage.add(call_usage)
-        return self._vetoed(requests, [judgments for judgments, _ in results]), usage
+        judged = _split([j for judgments, _ in results for j in judgments], requests)
+        return self._vetoed(requests, judged), usage
 
     def _vetoed(self, requests: Sequence[JudgeRequest], judged: list[list[Judgment]]) -> list[list[Judgment]]:
         """``judged`` with each redundant or contradictory verdict on a pair the offline gate calls
@@ -455,7 +468,8 @@ class OpenAIJudge(JudgeResource):
                       unsupported=bool(missing), apart=True), usage
 
 
-def weigh(offline: Judgment, answer: Judgment) -> Judgment:
+def weigh(offline: Judgment, answer: Judgment, restatements: Restatements = DEFAULT_RESTATEMENTS,
+          continues: bool = False) -> Judgment:
     """The label of a pair the offline judge was unsure of, given the LLM's ``answer``.
 
     Left independent near a threshold (``offline.near``): the LLM may settle it as independent
@@ -463,9 +477,13 @@ def weigh(offline: Judgment, answer: Judgment) -> Judgment:
     offline evidence was for a repeat, or the other way round) is not applied: the pair stays
     apart and queued for review. Decided short of the confirmation reach above its threshold
     (``offline.doubtful``): the LLM may confirm the decision or settle the pair independent; any
-    other answer leaves it apart too — two judges disagreeing merge nothing. An answer that never
-    came (failure, deadline, budget) leaves the pair apart (independent, not cached) for the
-    next run."""
+    other answer leaves it apart too — two judges disagreeing merge nothing — except a restatement:
+    where ``restatements`` allows it, a pair the offline judge read as a change of value (near or
+    decided "contradictory"; ``continues``: the newer memory says the fact goes on) that the LLM
+    calls "redundant" is merged. A merge keeps every source's
+    content (``merging.carries``); the opposite, a repeat turned into a supersede, is never taken.
+    An answer that never came (failure, deadline, budget) leaves the pair apart (independent, not
+    cached) for the next run."""
     said = offline.near or offline.label
     doubt = (f"offline P({said}) = {offline.near_probability:.2f}, in the uncertain band "
              f"{'above' if offline.doubtful else 'below'} its threshold")
@@ -476,6 +494,11 @@ def weigh(offline: Judgment, answer: Judgment) -> Judgment:
     if answer.label in ("independent", said):
         return Judgment(answer.label, f"LLM: {answer.reason} ({doubt})", stage="llm", routed=True,
                         doubtful=offline.doubtful)
+    if (answer.label == "redundant" and said == "contradictory"
+            and (restatements in ("near", "continued", "decided") if not offline.doubtful
+                 else restatements == "decided" or (restatements == "continued" and continues))):
+        return Judgment("redundant", f"LLM: {answer.reason} ({doubt}; read offline as a change, by the LLM as "
+                                     "the same fact restated)", stage="llm", routed=True, doubtful=offline.doubtful)
     if offline.doubtful:
         return Judgment("independent", f"{offline.reason}; LLM said {answer.label} ({doubt}): the two "
                                        "judges disagree, left apart", stage="llm", routed=True, doubtful=True)
@@ -494,10 +517,12 @@ class RoutedJudge(JudgeResource):
 
     offline: OfflineJudge
     llm: OpenAIJudge
+    restatements: Restatements = DEFAULT_RESTATEMENTS
 
     @property
     def fingerprint(self) -> str:
-        return f"routed:{self.offline.fingerprint}|{self.llm.fingerprint}"
+        taken = "" if self.restatements == "none" else f"+restatements:{self.restatements}"
+        return f"routed:{self.offline.fingerprint}|{self.llm.fingerprint}{taken}"
 
     @property
     def deep_vector_space(self) -> str | None:
@@ -524,11 +549,12 @@ class RoutedJudge(JudgeResource):
         answers, usage = self.llm.judge_requests(asks) if asks else ([], ChatUsage())
         answered = iter(answers)
         results = []
-        for judgments, ks in zip(offline, unsure, strict=True):
+        for request, judgments, ks in zip(requests, offline, unsure, strict=True):
             weighed = list(judgments)
             if ks:
+                pairs = request.pairs()
                 for k, answer in zip(ks, next(answered), strict=True):
-                    weighed[k] = weigh(judgments[k], answer)
+                    weighed[k] = weigh(judgments[k], answer, self.restatements, says_it_continues(pairs[k][1]))
             results.append(weighed)
         return results, usage
 

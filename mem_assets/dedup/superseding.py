@@ -8,6 +8,7 @@ unresolved rather than decided by chance.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -16,6 +17,15 @@ from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY, SEED_DIALEC
 from mem_resources.memory_model import ARRIVAL_SEPARATOR, ArchivedVersion, MemoryItem, UpdateType
 
 When = Literal["older", "newer", "same time"]
+
+_CONTINUES = re.compile(r"\b(?:still|continues|continue|continuing|keeps)\b|仍|依然|依旧|照旧|还在|一直|继续",
+                        re.IGNORECASE)
+
+
+def says_it_continues(text: str) -> bool:
+    """The memory says a fact goes on ("still plays with his trio", "仍在", "一直"): restated, it
+    cannot replace an older statement of the same fact, whatever a pair model reads into it."""
+    return _CONTINUES.search(text) is not None
 
 
 def _aware(moment: datetime) -> datetime:

@@ -103,13 +103,14 @@ class Oracle:
         return self.pair_labels.get(frozenset((_key(a), _key(b))), "independent")
 
     def judge(self, data: dict[str, Any]) -> dict[str, Any]:
-        new = data["new_memory"]["text"]
         judgments = []
-        for candidate in data.get("candidates", []):
-            truth = self.relation(candidate["text"], new)
-            said = self._maybe_wrong("judge", truth, RELATIONS, candidate["text"], new)
-            judgments.append({"id": candidate["id"], "reason": f"labeled {truth}" if said == truth
-                              else "oracle answering wrongly", "relation": said})
+        for group in data.get("groups", [data]):
+            new = group["new_memory"]["text"]
+            for candidate in group.get("candidates", []):
+                truth = self.relation(candidate["text"], new)
+                said = self._maybe_wrong("judge", truth, RELATIONS, candidate["text"], new)
+                judgments.append({"id": candidate["id"], "reason": f"labeled {truth}" if said == truth
+                                  else "oracle answering wrongly", "relation": said})
         return {"judgments": judgments}
 
     def fuse(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +165,7 @@ class Oracle:
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
         user = next((m["content"] for m in messages if m.get("role") == "user"), "{}")
         data = json.loads(user)
-        if "new_memory" in data:
+        if "groups" in data or "new_memory" in data:
             kind, answer = "judge", self.judge(data)
         elif "relation" in data and "memories" in data:
             kind, answer = "fuse", self.fuse(data)

@@ -11,6 +11,10 @@
 ``python -m research.studies.llm_route_study fresh8 M S`` the chosen reaches and today's, fresh8 (once)
 ``python -m research.studies.llm_route_study round5``    round 4's variants on fresh8 (round 5's missing figures)
 ``python -m research.studies.llm_route_study fresh9 M S`` round 5's chosen reaches and today's, fresh9 (once)
+``python -m research.studies.llm_route_study round6``    what weigh accepts (W0 / W1 / W2), every tuning file
+``python -m research.studies.llm_route_study round7``    near bands × restatements near / continued, 4 a call
+``python -m research.studies.llm_route_study batching``  new memories per judging call 1 / 2 / 4 / 8 (calls, tokens)
+``python -m research.studies.llm_route_study fresh10 P``  round 6's chosen policy and today's, fresh10 (once)
 ``python -m research.studies.llm_route_study cli``       the shipped defaults through ``memtend eval-judge``,
                                                         held-out files, both oracles (exact, no replay)
 
@@ -67,6 +71,11 @@ ROUND_4 = [((0.60, 0.20), m, s, False) for m in (0.70, 1.0) for s in (0.47, 0.75
 band.FILES["fresh"] = {name: band.DATA / name / "heldout.jsonl" for name in ("fresh6", "fresh7")}
 band.FILES["fresh8"] = {"fresh8": band.DATA / "fresh8" / "heldout.jsonl"}
 band.FILES["fresh9"] = {"fresh9": band.DATA / "fresh9" / "heldout.jsonl"}
+band.FILES["fresh10"] = {"fresh10": band.DATA / "fresh10" / "heldout.jsonl"}
+ROUND_6 = ("none", "near", "decided")
+"""Round 6: where ``weigh`` takes the LLM's "redundant" on a pair read offline as a change."""
+ROUND_7 = [((b_r, b_c), 1.0, 1.0, False) for b_r, b_c in ((0.60, 0.20), (0.70, 0.30), (0.80, 0.40))]
+"""Round 7: near bands (with round 6's policies "near" and "continued"), four new memories a call."""
 PROBABILITIES: dict[tuple[str, str], dict[str, float]] = {}
 """Out-of-fold probabilities of the pairs being scored, for exact per-label near bands."""
 
@@ -174,11 +183,13 @@ def scored(rows: list[dict], flags: list[bool], judge: Any) -> dict[str, Any]:
             "contradictory_f1": result["classes"]["contradictory"]["f1"],
             "wrong": result["wrong_total"]["count"], "wrong_pct": result["wrong_total"]["percent"],
             "llm_calls": usage.calls, "calls_per_new_memory": round(usage.calls / new, 3),
+            "tokens_per_new_memory": round((usage.prompt_tokens + usage.completion_tokens) / new, 1),
             "failures": usage.failures, "routed": sum(j.routed for j in judgments)}
 
 
 def run(split: str, variants: Sequence[tuple[float, float | str, float | str, bool]], sources: Sequence[str],
-        references: bool = True) -> list[dict[str, Any]]:
+        references: bool = True, policies: Sequence[str] = ("none",),
+        per_call: Sequence[int] = (1,)) -> list[dict[str, Any]]:
     bars = {k: v for k, v in judge_model.load("accurate").thresholds.items() if k in ("redundant", "contradictory")}
     oof = pickle.loads(OOF.read_bytes()) if "out of fold" in sources else {}
     results = []
@@ -198,14 +209,19 @@ def run(split: str, variants: Sequence[tuple[float, float | str, float | str, bo
                     routed = build_judge(band._settings(band._env(oracle.base_url, 0.30, "uncertain")),
                                          in_dagster=False)
                     assert isinstance(routed, RoutedJudge)
-                    for b, red, con, ride in variants:
+                    for (b, red, con, ride), policy, k in ((v, p, k) for v in variants for p in policies
+                                                           for k in per_call):
                         b_r, b_c = b if isinstance(b, tuple) else (b, None)
                         offline = Routed(review_band=b_r, band_contradictory=b_c, c_redundant=str(red),
                                          c_contradictory=str(con), ride=ride).load(stored, bars)
+                        judge = RoutedJudge(offline=offline, llm=routed.llm.model_copy(update={"memories_per_call": k}),
+                                            restatements=policy)
                         results.append({**base, "oracle": oracle_name,
-                                        "variant": f"b {b}, c {red} / {con}, ride {'on' if ride else 'off'}",
+                                        "variant": f"b {b}, c {red} / {con}, ride {'on' if ride else 'off'}"
+                                                   + ("" if policy == "none" else f", restatements {policy}")
+                                                   + ("" if k == 1 else f", {k} a call"),
                                         "b": b, "c_redundant": red, "c_contradictory": con, "ride": ride,
-                                        **scored(rows, flags, RoutedJudge(offline=offline, llm=routed.llm))})
+                                        "restatements": policy, **scored(rows, flags, judge)})
                         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     return results
 
@@ -266,6 +282,21 @@ def main() -> None:
         results = run("train", rounds[(sys.argv[2:] or ["2"])[0]], ("shipped", "out of fold"))
     elif split == "round4":
         results = run("train", ROUND_4, ("out of fold",)) + run("fresh", ROUND_4, ("shipped",))
+    elif split == "round6":
+        results = [r for files in ("train", "fresh", "fresh8", "fresh9")
+                   for r in run(files, [ROUND_4[-1]], ("out of fold",) if files == "train" else ("shipped",),
+                                references=False, policies=ROUND_6)]
+    elif split == "round7":
+        results = [r for files in ("train", "fresh", "fresh8", "fresh9")
+                   for r in run(files, ROUND_7, ("out of fold",) if files == "train" else ("shipped",),
+                                references=False, policies=("near", "continued"), per_call=(4,))]
+    elif split == "batching":
+        results = [r for files in ("train", "fresh", "fresh8", "fresh9")
+                   for r in run(files, [ROUND_4[-1]], ("out of fold",) if files == "train" else ("shipped",),
+                                references=False, per_call=(1, 2, 4, 8))]
+    elif split == "fresh10":
+        results = run("fresh10", [ROUND_4[-1]], ("shipped",), references=True,
+                      policies=tuple(dict.fromkeys((sys.argv[2], "none"))))
     elif split == "round5":
         results = run("fresh8", ROUND_4, ("shipped",))
     elif split == "fresh9":

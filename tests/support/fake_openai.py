@@ -36,6 +36,30 @@ class Raw:
 Handler = Callable[[dict[str, Any]], tuple[int, "dict[str, Any] | str | Raw | Truncated"]]
 
 
+def judge_candidates(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | None:
+    """(its group's new memory text, candidate) for every candidate of a judge request, in id
+    order; None for any other request."""
+    data = json.loads(body["messages"][1]["content"])
+    if "groups" not in data:
+        return None
+    return [(group["new_memory"]["text"], c) for group in data["groups"] for c in group["candidates"]]
+
+
+def judge_groups(body: dict[str, Any]) -> list[tuple[str, frozenset[str]]] | None:
+    """(new memory text, its candidates' texts) per group of a judge request; None for any other."""
+    data = json.loads(body["messages"][1]["content"])
+    if "groups" not in data:
+        return None
+    return [(group["new_memory"]["text"], frozenset(c["text"] for c in group["candidates"]))
+            for group in data["groups"]]
+
+
+def verdicts(body: dict[str, Any], relation: Callable[[str, dict[str, Any]], str], reason: str = "scripted") -> str:
+    """A judge answer: ``relation(new memory text, candidate)`` for every candidate of ``body``."""
+    return json.dumps({"judgments": [{"id": c["id"], "reason": reason, "relation": relation(new, c)}
+                                     for new, c in judge_candidates(body) or []]})
+
+
 def chat_answer(content: str, prompt_tokens: int = 11, completion_tokens: int = 7) -> dict[str, Any]:
     return {
         "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "test-model",
