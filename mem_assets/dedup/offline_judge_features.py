@@ -137,6 +137,7 @@ _EN_NUMBERS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "sevent
                     "half": 0.5, "dozen": 12, "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5})
 _ZH_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _ZH_NUMERAL = re.compile(r"[〇零一二两三四五六七八九十百千]+|\d+")
+_LEADING_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _MONTHS = frozenset(
     "january february march april may june july august september october november december jan feb "
     "mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday "
@@ -430,8 +431,9 @@ def parse(text: str) -> Parsed:
             if word in _EN_PAST:
                 past += 1
             kind = ""
-            if word[:1].isdigit():
-                numbers.add(float(word.split(":")[0]))
+            number = _LEADING_NUMBER.match(word)
+            if number:
+                numbers.add(float(number.group()))
                 kind = "number"
             elif word in _EN_NUMBERS:
                 numbers.add(float(_EN_NUMBERS[word]))

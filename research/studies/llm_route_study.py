@@ -14,7 +14,7 @@
 ``python -m research.studies.llm_route_study round6``    what weigh accepts (W0 / W1 / W2), every tuning file
 ``python -m research.studies.llm_route_study round7``    near bands × restatements near / continued, 4 a call
 ``python -m research.studies.llm_route_study batching``  new memories per judging call 1 / 2 / 4 / 8 (calls, tokens)
-``python -m research.studies.llm_route_study fresh10 P``  round 6's chosen policy and today's, fresh10 (once)
+``python -m research.studies.llm_route_study fresh10 BR BC P``  round 7's choice, today's routing and round 6's W1, fresh10 (once)
 ``python -m research.studies.llm_route_study cli``       the shipped defaults through ``memtend eval-judge``,
                                                         held-out files, both oracles (exact, no replay)
 
@@ -295,8 +295,10 @@ def main() -> None:
                    for r in run(files, [ROUND_4[-1]], ("out of fold",) if files == "train" else ("shipped",),
                                 references=False, per_call=(1, 2, 4, 8))]
     elif split == "fresh10":
-        results = run("fresh10", [ROUND_4[-1]], ("shipped",), references=True,
-                      policies=tuple(dict.fromkeys((sys.argv[2], "none"))))
+        chosen = ((float(sys.argv[2]), float(sys.argv[3])), 1.0, 1.0, False)
+        results = (run("fresh10", [chosen], ("shipped",), references=True, policies=(sys.argv[4],), per_call=(4,))
+                   + run("fresh10", [ROUND_4[-1]], ("shipped",), references=False, policies=("none", "near"),
+                         per_call=(1, 4)))
     elif split == "round5":
         results = run("fresh8", ROUND_4, ("shipped",))
     elif split == "fresh9":

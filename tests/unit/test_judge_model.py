@@ -230,3 +230,13 @@ def test_batched_features_equal_one_pair_at_a_time():
     batched = judge_model.feature_matrix(pairs)
     for row, (a, b) in zip(batched, pairs, strict=True):
         assert (row == pair_features(a, b, wordllama_embed, e5_embed, encoders, cross())).all()
+
+
+def test_words_that_start_with_a_digit_read_as_numbers_without_failing_the_run():
+    """"4s店" (a car dealer), "²" or "3.5.1" once stopped a tenant's judging with a ValueError."""
+    pairs = [("他把车送去4s店保养了。", "他的车在4s店修好了。"), ("The flat is 60m² and costs 900.", "The flat costs 950."),
+             ("She runs version 3.5.1 of the app.", "She runs version 3.6 of the app.")]
+    judged, _ = OfflineJudge(model="fast").judge_pairs(pairs)
+    assert len(judged) == 3 and all(j.label in ("redundant", "contradictory", "independent") for j in judged)
+    featurizer = judge_model.featurizer(False)
+    assert featurizer.cheap(pairs).shape[0] == 3
