@@ -296,7 +296,7 @@ def test_the_confirmation_reach_is_read_from_the_settings(monkeypatch: pytest.Mo
 
 
 #: A repeat the offline judge scores far under its threshold (P(redundant) 0.44 against 0.88): out
-#: of the review band (0.30: P >= 0.58), inside the LLM's near band for merges (0.60: P >= 0.28).
+#: of the review band (0.30: P >= 0.58), inside the LLM's near band for merges (0.80: P >= 0.08).
 FAR_REPEAT = ["The user reads books before bed.", "The user reads a book every night."]
 
 
@@ -327,7 +327,7 @@ def test_with_the_default_bands_a_far_repeat_reaches_the_llm_but_not_the_review_
                             ("OPENAI_API_KEY", "test"), ("MEMTEND_LLM_MODEL", "test-model")):
             monkeypatch.setenv(name, value)
         judge = build_judge(Settings(), in_dagster=False)
-        assert isinstance(judge, RoutedJudge) and judge.offline.bands() == {"redundant": 0.60, "contradictory": 0.20}
+        assert isinstance(judge, RoutedJudge) and judge.offline.bands() == {"redundant": 0.80, "contradictory": 0.40}
         result = run_dedup(neo4j, tenant, instance, judge=judge)
         asked = _asked(server.chat_calls())
     assert asked == [(FAR_REPEAT[1], frozenset({FAR_REPEAT[0]}))]
@@ -372,3 +372,28 @@ def test_fusions_spend_under_their_own_budget_and_the_next_run_takes_up_the_rest
     assert len(waiting) == 2 and all(graph[i]["status"] == "activated" for i in waiting)
     assert calls_second == second["resolver_calls"] == 1 and second["resolver_over_budget"] == 0
     assert first["merges"] + second["merges"] == 1 and first["supersedes"] + second["supersedes"] == 1
+
+
+#: The offline judge reads "still" as a change (P(contradictory) 0.85, decided): a restatement.
+STILL = ["The user works as a nurse at the city hospital.", "The user still works as a nurse at the city hospital."]
+
+
+@pytest.mark.parametrize(("restatements", "merged"), [("continued", True), ("none", False)])
+def test_a_fact_restated_with_still_is_merged_when_the_llm_calls_it_a_repeat(neo4j, instance, tenant,
+                                                                             restatements, merged):
+    """By default the LLM's "redundant" is taken on a decided change whose newer memory says the
+    fact continues: the two memories merge into the one that carries both (nothing superseded);
+    without restatements the two judges disagree and both stay active."""
+    ids = write_items(neo4j, tenant, STILL)
+    with fake_openai_server() as server:
+        server.chat = _redundant
+        result = run_dedup(neo4j, tenant, instance, judge=RoutedJudge(
+            offline=OfflineJudge(), llm=_llm(server.base_url), restatements=restatements))
+    [judged] = result.output_for_node("relation_judgments").itertuples()
+    assert judged.routed and judged.label == ("redundant" if merged else "independent")
+    meta = metadata(result, "merged_nodes")
+    assert (meta["merges"], meta["supersedes"]) == ((1, 0) if merged else (0, 0))
+    graph = nodes(neo4j, tenant)
+    active = [n["memory"] for n in graph.values() if n["status"] == "activated"]
+    assert active == [STILL[1]] if merged else sorted(active) == sorted(STILL)
+    assert graph[ids[0]]["status"] == ("archived" if merged else "activated")

@@ -30,6 +30,40 @@ def test_the_llm_may_confirm_or_settle_independent_never_anything_else(offline, 
     assert (weighed.label, weighed.stage, weighed.routed) == (label, stage, True)
 
 
+NEAR_CHANGE = Judgment("independent", "judge model: P(independent) = 0.60", near="contradictory",
+                       near_probability=0.30)
+CHANGE = Judgment("contradictory", "judge model: P(contradictory) = 0.80", near_probability=0.80, doubtful=True)
+
+
+@pytest.mark.parametrize(("offline", "restatements", "continues", "label"), [
+    (NEAR_CHANGE, "none", False, "independent"),
+    (NEAR_CHANGE, "near", False, "redundant"),  # read offline as a possible change, by the LLM as a repeat
+    (NEAR_CHANGE, "continued", False, "redundant"),
+    (CHANGE, "near", True, "independent"),  # a decided change stays apart under "near"
+    (CHANGE, "continued", False, "independent"),
+    (CHANGE, "continued", True, "redundant"),  # "... still plays with his trio": restated, not changed
+    (CHANGE, "decided", False, "redundant"),
+])
+def test_a_restatement_the_offline_judge_read_as_a_change_takes_the_llm_s_redundant(offline, restatements,
+                                                                                     continues, label):
+    weighed = weigh(offline, llm("redundant"), restatements, continues)
+    assert weighed.label == label and weighed.routed
+
+
+@pytest.mark.parametrize("restatements", ["none", "near", "continued", "decided"])
+def test_a_near_repeat_never_becomes_a_supersede(restatements):
+    assert weigh(NEAR, llm("contradictory"), restatements, True).label == "independent"
+
+
+def test_continuation_words_in_both_languages():
+    from mem_assets.dedup.superseding import says_it_continues
+
+    assert says_it_continues("Chris still plays Thursdays with his trio.")
+    assert says_it_continues("孙浩仍在青岛教物理。") and says_it_continues("她一直在跑步。")
+    assert not says_it_continues("Nadia now works four days a week.")
+    assert not says_it_continues("The stillness of the lake calms her.")
+
+
 @pytest.mark.parametrize("offline", [NEAR, DOUBTFUL])
 @pytest.mark.parametrize("flags", [{"failed": True}, {"deferred": True, "over_budget": True}])
 def test_an_answer_that_never_came_leaves_the_pair_apart(offline, flags):
