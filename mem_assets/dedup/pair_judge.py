@@ -3,8 +3,8 @@
 Two implementations behind one resource type, so assets never know which one runs:
 ``OfflineJudge`` (a learned model over pair features, no network; see
 mem_assets/dedup/offline_judge_model.py) and
-``OpenAIJudge`` (any OpenAI-compatible chat endpoint, one call per new memory with all its
-candidates). A judge that fails — transport error, HTTP status, a broken body, an answer that
+``OpenAIJudge`` (any OpenAI-compatible chat endpoint, each new memory with all its candidates,
+several new memories a call). A judge that fails — transport error, HTTP status, a broken body, an answer that
 cannot be read or does not validate, even after one more try — yields ``failed=True`` with label
 ``independent``: a failure never merges anything, and the node stays unchecked for the next run.
 """
@@ -511,7 +511,7 @@ class RoutedJudge(JudgeResource):
     """The offline judge decides every pair; only the pairs it is unsure of — left independent
     within the band below a threshold (``Judgment.near``, ``MEMTEND_REVIEW_BAND``) or decided
     short of the confirmation reach above it (``Judgment.doubtful``, ``MEMTEND_LLM_CONFIRM_*``) — go
-    to the LLM, one call per new memory with just those candidates, and its answer is ``weigh``ed
+    to the LLM, each new memory with just those candidates (``OpenAIJudge`` batches them), and its answer is ``weigh``ed
     against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
     all cached, makes no call. Fusing is the LLM's (as ``OpenAIJudge``)."""
 

@@ -76,6 +76,8 @@ SETS: dict[str, dict[str, Any]] = {
                "pairs": [DATA / "judge" / "fresh8" / "heldout.jsonl"]},
     "fresh9": {"topics": DATA / "eval" / "fresh9" / "topics.jsonl",
                "pairs": [DATA / "judge" / "fresh9" / "heldout.jsonl"]},
+    "fresh10": {"topics": DATA / "eval" / "fresh10" / "topics.jsonl",
+                "pairs": [DATA / "judge" / "fresh10" / "heldout.jsonl"]},
 }
 LLM_ENV = {"MEMTEND_LLM": "openai", "OPENAI_API_KEY": "oracle", "MEMTEND_LLM_MODEL": "oracle"}
 NEO4J = "bolt://127.0.0.1:7687"
