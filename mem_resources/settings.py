@@ -193,7 +193,8 @@ class Settings(BaseSettings):
         description="With MEMTEND_LLM_ROUTE=uncertain: where the LLM's \"redundant\" is taken on a pair the offline "
                     "judge read as a change: none; near (left independent nearest contradictory); continued (also a "
                     "decided contradiction whose newer memory says the fact continues: still, 仍…); decided (every "
-                    "decided contradiction). The merge keeps every source's content. Elsewhere the two judges disagreeing leave a pair apart.")
+                    "decided contradiction). The merge keeps every source's content; elsewhere two judges "
+                    "disagreeing leave a pair apart.")
     llm_judge_memories_per_call: int = Field(
         default=DEFAULT_JUDGE_MEMORIES_PER_CALL, ge=1, validation_alias=_env("MEMTEND_LLM_JUDGE_MEMORIES_PER_CALL"),
         description="New memories, each with its candidates, one LLM judging call carries (never more candidates "
