@@ -97,6 +97,19 @@ def test_several_new_memories_share_a_call_and_each_gets_its_own_verdicts():
         [["independent"] * 2] * 3 + [["redundant"] * 2] + [["independent"] * 2]
 
 
+def test_ids_counted_from_one_again_in_each_group_are_read_in_order():
+    """A weak model numbers each group's candidates from 1: read positionally, in one call."""
+    restarted = json.dumps({"judgments": [
+        {"id": 1, "reason": "a", "relation": "independent"}, {"id": 2, "reason": "b", "relation": "independent"},
+        {"id": 1, "reason": "c", "relation": "redundant"}, {"id": 2, "reason": "d", "relation": "independent"}]})
+    with fake_openai_server() as server:
+        server.chat = lambda body: (200, chat_answer(restarted))
+        results, usage = _judge(server.base_url).judge_requests(_cities(2))
+    assert usage.calls == 1 and usage.unparsable == 0
+    assert [[j.label for j in judgments] for judgments in results] == [["independent"] * 2,
+                                                                      ["redundant", "independent"]]
+
+
 def test_a_call_never_carries_more_candidates_than_its_answer_bound_can_hold():
     """``max_tokens`` 200 holds three verdicts (~60 tokens each): two memories of two candidates
     each no longer fit one call."""

@@ -136,8 +136,9 @@ def verdict_schema(candidates: int) -> dict[str, Any]:
 
 
 class GroupVerdict(BaseModel):
-    """The answer for one request; validated with ``context={"candidates": n}``: one verdict per
-    candidate id 1..n (ids may be left out when the verdicts come in candidate order)."""
+    """The answer for one call; validated with ``context={"candidates": n, "groups": [k, …]}``: one
+    verdict per candidate id 1..n (ids may be left out when the verdicts come in candidate order,
+    or counted from 1 again in each group of ``groups`` candidates, in order, as weak models do)."""
 
     judgments: list[CandidateVerdict]
 
@@ -161,6 +162,12 @@ class GroupVerdict(BaseModel):
             return self
         ids = [v.id for v in self.judgments]
         if all(i is None for i in ids) and len(ids) == expected:
+            for number, verdict in enumerate(self.judgments, 1):
+                verdict.id = number
+            return self
+        groups = (info.context or {}).get("groups") or [expected]
+        restarted = [i for count in groups for i in range(1, count + 1)]
+        if len(groups) > 1 and ids == restarted:
             for number, verdict in enumerate(self.judgments, 1):
                 verdict.id = number
             return self

@@ -373,7 +373,8 @@ class OpenAIJudge(JudgeResource):
                 return [Judgment("independent", "not judged: the run's deadline passed", deferred=True,
                                  stage="llm")] * count, ChatUsage(deferred=len(batch))
             verdict, usage = self.chat.ask_json(JUDGE_SYSTEM, judge_message(batch), GroupVerdict,
-                                                client=client, context={"candidates": count},
+                                                client=client, context={"candidates": count, "groups": [
+                                                    len(request.candidates) for request in batch]},
                                                 deadline=deadline, sent_schema=verdict_schema(count), budget=budget)
             if usage.deferred:
                 return [Judgment("independent", "not judged: the run's LLM budget is spent", deferred=True,
