@@ -4,9 +4,9 @@ Two implementations behind one resource type, so assets never know which one run
 ``OfflineJudge`` (a learned model over pair features, no network; see
 mem_assets/dedup/offline_judge_model.py) and
 ``OpenAIJudge`` (any OpenAI-compatible chat endpoint, each new memory with all its candidates,
-several new memories a call). A judge that fails — transport error, HTTP status, a broken body, an answer that
-cannot be read or does not validate, even after one more try — yields ``failed=True`` with label
-``independent``: a failure never merges anything, and the node stays unchecked for the next run.
+several new memories a call). A judge that fails — transport error, HTTP status, a broken body,
+an answer that cannot be read or does not validate, even after one more try — yields
+``failed=True`` with label ``independent``: a failure never merges anything, and the node stays unchecked for the next run.
 """
 
 from __future__ import annotations
@@ -469,21 +469,29 @@ class OpenAIJudge(JudgeResource):
                       unsupported=bool(missing), apart=True), usage
 
 
+def _restated(offline: Judgment, restatements: Restatements, continues: bool) -> bool:
+    """Whether the LLM's "redundant" stands on a pair the offline judge read as a change: left
+    independent near "contradictory" (any policy but none), or decided contradictory (``decided``;
+    ``continued`` when the newer memory says the fact goes on)."""
+    if offline.doubtful:
+        return restatements == "decided" or (restatements == "continued" and continues)
+    return restatements != "none"
+
+
 def weigh(offline: Judgment, answer: Judgment, restatements: Restatements = DEFAULT_RESTATEMENTS,
           continues: bool = False) -> Judgment:
     """The label of a pair the offline judge was unsure of, given the LLM's ``answer``.
 
     Left independent near a threshold (``offline.near``): the LLM may settle it as independent
     or confirm the label the offline judge nearly gave; another label (a contradiction where the
-    offline evidence was for a repeat, or the other way round) is not applied: the pair stays
-    apart and queued for review. Decided short of the confirmation reach above its threshold
+    offline evidence was for a repeat; a repeat where it was for a change, but see below) is not
+    applied: the pair stays apart and queued for review. Decided short of the confirmation reach above its threshold
     (``offline.doubtful``): the LLM may confirm the decision or settle the pair independent; any
-    other answer leaves it apart too — two judges disagreeing merge nothing — except a restatement:
-    where ``restatements`` allows it, a pair the offline judge read as a change of value (near or
-    decided "contradictory"; ``continues``: the newer memory says the fact goes on) that the LLM
-    calls "redundant" is merged. A merge keeps every source's
-    content (``merging.carries``); the opposite, a repeat turned into a supersede, is never taken.
-    An answer that never came (failure, deadline, budget) leaves the pair apart (independent, not
+    other answer leaves it apart too — two judges disagreeing merge nothing — except a restatement
+    (``_restated``): a pair the offline judge read as a change of value that the LLM calls
+    "redundant" is merged where ``restatements`` allows it. A merge keeps every source's content
+    (``merging.carries``); the opposite, a repeat turned into a supersede, is never taken. An
+    answer that never came (failure, deadline, budget) leaves the pair apart (independent, not
     cached) for the next run."""
     said = offline.near or offline.label
     doubt = (f"offline P({said}) = {offline.near_probability:.2f}, in the uncertain band "
@@ -495,9 +503,7 @@ def weigh(offline: Judgment, answer: Judgment, restatements: Restatements = DEFA
     if answer.label in ("independent", said):
         return Judgment(answer.label, f"LLM: {answer.reason} ({doubt})", stage="llm", routed=True,
                         doubtful=offline.doubtful)
-    if (answer.label == "redundant" and said == "contradictory"
-            and (restatements in ("near", "continued", "decided") if not offline.doubtful
-                 else restatements == "decided" or (restatements == "continued" and continues))):
+    if answer.label == "redundant" and said == "contradictory" and _restated(offline, restatements, continues):
         return Judgment("redundant", f"LLM: {answer.reason} ({doubt}; read offline as a change, by the LLM as "
                                      "the same fact restated)", stage="llm", routed=True, doubtful=offline.doubtful)
     if offline.doubtful:
@@ -512,8 +518,8 @@ class RoutedJudge(JudgeResource):
     """The offline judge decides every pair; only the pairs it is unsure of — left independent
     within the band below a threshold (``Judgment.near``, ``MEMTEND_REVIEW_BAND``) or decided
     short of the confirmation reach above it (``Judgment.doubtful``, ``MEMTEND_LLM_CONFIRM_*``) — go
-    to the LLM, each new memory with just those candidates (``OpenAIJudge`` batches them), and its answer is ``weigh``ed
-    against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
+    to the LLM, each new memory with just those candidates (``OpenAIJudge`` batches them), and its
+    answer is ``weigh``ed against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
     all cached, makes no call. Fusing is the LLM's (as ``OpenAIJudge``)."""
 
     offline: OfflineJudge
