@@ -391,6 +391,9 @@ def test_a_fact_restated_with_still_is_merged_when_the_llm_calls_it_a_repeat(neo
             offline=OfflineJudge(), llm=_llm(server.base_url), restatements=restatements))
     [judged] = result.output_for_node("relation_judgments").itertuples()
     assert judged.routed and judged.label == ("redundant" if merged else "independent")
+    judging = metadata(result, "relation_judgments")
+    assert (judging["llm_restated"], judging["llm_changed"], judging["llm_overruled"]) == \
+        ((1, 1, 0) if merged else (0, 1, 0))  # "none": the LLM's "redundant" undoes the change, apart
     meta = metadata(result, "merged_nodes")
     assert (meta["merges"], meta["supersedes"]) == ((1, 0) if merged else (0, 0))
     graph = nodes(neo4j, tenant)

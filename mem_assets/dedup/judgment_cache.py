@@ -76,6 +76,8 @@ class JudgingReport:
     it left them independent; independent where it was in doubt about its decision)."""
     llm_overruled: int = 0
     """Routed pairs whose LLM answer the offline evidence did not support: left apart."""
+    llm_restated: int = 0
+    """Routed pairs the offline judge read as a change and the LLM as a repeat, merged as one."""
     over_budget_pairs: int = 0
     over_budget_nodes: int = 0
     """New memories with a pair the LLM budget left for the next run (they stay unchecked)."""
@@ -181,8 +183,10 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                            accurate_changed=sum(v.cascade == "accurate" and v.changed for v in fresh.values()),
                            decided={stage: sum(v.stage == stage for v in done.values()) for stage in get_args(Stage)},
                            pairs_routed=sum(verdict.routed for verdict in fresh.values()),
-                           llm_changed=sum(v.routed and v.stage == "llm" and (v.label != "independent") != v.doubtful
+                           llm_changed=sum(v.routed and v.stage == "llm"
+                                           and (v.restated or (v.label != "independent") != v.doubtful)
                                            for v in done.values()),
+                           llm_restated=sum(v.restated for v in done.values()),
                            llm_overruled=sum(v.routed and v.stage == "offline" for v in done.values()),
                            over_budget_pairs=len(over),
                            over_budget_nodes=sum(any(j.over_budget for j in judged) for judged in results))

@@ -75,7 +75,8 @@ class Judgment:
     the offline judge's cascade answered (None: not the offline judge); ``fast_label``: for a pair
     a later stage (middle or accurate) decided, what the fast stage alone would have said;
     ``middle_label``: for a pair the accurate stage decided behind the middle stage, what the
-    middle stage alone would have said."""
+    middle stage alone would have said. ``restated``: the LLM's "redundant" taken on a pair the
+    offline judge read as a change (``weigh``)."""
 
     label: Label
     reason: str
@@ -91,6 +92,7 @@ class Judgment:
     fast_label: Label | None = None
     doubtful: bool = False
     middle_label: Label | None = None
+    restated: bool = False
 
     @property
     def changed(self) -> bool:
@@ -505,7 +507,8 @@ def weigh(offline: Judgment, answer: Judgment, restatements: Restatements = DEFA
                         doubtful=offline.doubtful)
     if answer.label == "redundant" and said == "contradictory" and _restated(offline, restatements, continues):
         return Judgment("redundant", f"LLM: {answer.reason} ({doubt}; read offline as a change, by the LLM as "
-                                     "the same fact restated)", stage="llm", routed=True, doubtful=offline.doubtful)
+                                     "the same fact restated)", stage="llm", routed=True, doubtful=offline.doubtful,
+                        restated=True)
     if offline.doubtful:
         return Judgment("independent", f"{offline.reason}; LLM said {answer.label} ({doubt}): the two "
                                        "judges disagree, left apart", stage="llm", routed=True, doubtful=True)
