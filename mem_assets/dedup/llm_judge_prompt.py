@@ -161,13 +161,9 @@ class GroupVerdict(BaseModel):
         if expected is None:
             return self
         ids = [v.id for v in self.judgments]
-        if all(i is None for i in ids) and len(ids) == expected:
-            for number, verdict in enumerate(self.judgments, 1):
-                verdict.id = number
-            return self
         groups = (info.context or {}).get("groups") or [expected]
         restarted = [i for count in groups for i in range(1, count + 1)]
-        if len(groups) > 1 and ids == restarted:
+        if ids == [None] * expected or (len(groups) > 1 and ids == restarted):
             for number, verdict in enumerate(self.judgments, 1):
                 verdict.id = number
             return self

@@ -391,10 +391,10 @@ class OpenAIJudge(JudgeResource):
                     for v in verdict.labels()], usage
 
         def counted(batch: Sequence[JudgeRequest]) -> tuple[list[Judgment], ChatUsage]:
-            outcome = one(batch)
+            judged, usage = one(batch)
             if advance:
-                advance(sum(len(request.candidates) for request in batch))
-            return outcome
+                advance(len(judged))
+            return judged, usage
 
         batches = [[requests[i] for i in indices] for indices in
                    call_batches(requests, self.memories_per_call, self.chat.max_tokens // TOKENS_PER_VERDICT)]

@@ -68,16 +68,8 @@ SETS: dict[str, dict[str, Any]] = {
     "fresh5": {"topics": DATA / "eval" / "fresh5" / "topics.jsonl", "pairs": []},
     "locomo": {"topics": DATA / "eval" / "locomo" / "topics_heldout.jsonl",
                "pairs": [DATA / "judge" / "locomo" / "heldout.jsonl"]},
-    "fresh6": {"topics": DATA / "eval" / "fresh6" / "topics.jsonl",
-               "pairs": [DATA / "judge" / "fresh6" / "heldout.jsonl"]},
-    "fresh7": {"topics": DATA / "eval" / "fresh7" / "topics.jsonl",
-               "pairs": [DATA / "judge" / "fresh7" / "heldout.jsonl"]},
-    "fresh8": {"topics": DATA / "eval" / "fresh8" / "topics.jsonl",
-               "pairs": [DATA / "judge" / "fresh8" / "heldout.jsonl"]},
-    "fresh9": {"topics": DATA / "eval" / "fresh9" / "topics.jsonl",
-               "pairs": [DATA / "judge" / "fresh9" / "heldout.jsonl"]},
-    "fresh10": {"topics": DATA / "eval" / "fresh10" / "topics.jsonl",
-                "pairs": [DATA / "judge" / "fresh10" / "heldout.jsonl"]},
+    **{name: {"topics": DATA / "eval" / name / "topics.jsonl", "pairs": [DATA / "judge" / name / "heldout.jsonl"]}
+       for name in ("fresh6", "fresh7", "fresh8", "fresh9", "fresh10")},
 }
 LLM_ENV = {"MEMTEND_LLM": "openai", "OPENAI_API_KEY": "oracle", "MEMTEND_LLM_MODEL": "oracle"}
 NEO4J = "bolt://127.0.0.1:7687"
