@@ -113,7 +113,8 @@ def build_judge(settings: Settings, in_dagster: bool = True) -> JudgeResource:
                       deadline_s=settings.judge_deadline_s, max_calls_per_run=settings.llm_max_calls_per_run,
                       max_tokens_per_run=settings.llm_max_tokens_per_run)
     return llm if settings.llm_route == "all" else RoutedJudge(offline=offline, llm=llm,
-                                                                 restatements=settings.llm_restatements)
+                                                                 restatements=settings.llm_restatements,
+                                                                 near_carried=settings.llm_near_carried)
 
 
 def build_summarizer(settings: Settings) -> SummarizerResource:

@@ -40,6 +40,11 @@ DEFAULT_NEAR_SUPERSEDES = 0.40
 #: left independent nearest "contradictory", and contradictions whose newer memory says the fact
 #: continues ("still …"). Round 7, confirmed on an unseen set (fresh10).
 DEFAULT_RESTATEMENTS: Restatements = "continued"
+#: With an LLM configured, a pair the offline judge left independent goes to it too when one memory
+#: has at least this share of its words carried by the other ("has a ginger cat called Biltong" /
+#: "'s ginger cat Biltong hid under the bed"): repeats with a detail more score as different facts.
+#: Round 8 (research/studies/llm_route_rule.md), chosen on fresh6–10, confirmed on an unseen set.
+DEFAULT_NEAR_CARRIED = 0.60
 #: New memories one LLM judging call carries, each with its uncertain candidates: the system
 #: prompt is paid once per call (calls per new memory / 4, tokens / 2.3; no decision changed with
 #: the oracle, round 7).
@@ -195,6 +200,11 @@ class Settings(BaseSettings):
                     "decided contradiction whose newer memory says the fact continues: still, 仍…); decided (every "
                     "decided contradiction). The merge keeps every source's content; elsewhere two judges "
                     "disagreeing leave a pair apart.")
+    llm_near_carried: float = Field(
+        default=DEFAULT_NEAR_CARRIED, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_NEAR_CARRIED"),
+        description="With MEMTEND_LLM_ROUTE=uncertain: a pair the offline judge left independent also goes to the "
+                    "LLM when one memory has at least this share of its content words carried by the other (it may "
+                    "confirm a repeat or leave the pair apart; events on different dates never go); 0: none.")
     llm_judge_memories_per_call: int = Field(
         default=DEFAULT_JUDGE_MEMORIES_PER_CALL, ge=1, validation_alias=_env("MEMTEND_LLM_JUDGE_MEMORIES_PER_CALL"),
         description="New memories, each with its candidates, one LLM judging call carries (never more candidates "

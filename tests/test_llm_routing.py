@@ -168,11 +168,16 @@ def test_a_budget_of_one_call_makes_one_and_the_next_run_takes_up_the_rest(neo4j
 def test_settings_default_to_routing_with_a_budget(monkeypatch: pytest.MonkeyPatch):
     from mem_assets.resources import build_judge
 
-    for name in ("MEMTEND_LLM_ROUTE", "MEMTEND_LLM_MAX_CALLS_PER_RUN", "MEMTEND_LLM_MAX_TOKENS_PER_RUN"):
+    for name in ("MEMTEND_LLM_ROUTE", "MEMTEND_LLM_MAX_CALLS_PER_RUN", "MEMTEND_LLM_MAX_TOKENS_PER_RUN",
+                 "MEMTEND_LLM_NEAR_CARRIED"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MEMTEND_LLM", "openai")
     routed = build_judge(Settings(), in_dagster=False)
     assert isinstance(routed, RoutedJudge) and routed.llm_budget == (1000, 2_000_000)
+    assert routed.near_carried == 0.60
+    monkeypatch.setenv("MEMTEND_LLM_NEAR_CARRIED", "0")
+    assert build_judge(Settings(), in_dagster=False).near_carried == 0.0
+    monkeypatch.delenv("MEMTEND_LLM_NEAR_CARRIED")
     assert not routed.offline.middle, "the confirmation reach reads the accurate stage: no middle stage"
     monkeypatch.setenv("MEMTEND_LLM", "offline")
     offline = build_judge(Settings(), in_dagster=False)
@@ -400,3 +405,44 @@ def test_a_fact_restated_with_still_is_merged_when_the_llm_calls_it_a_repeat(neo
     active = [n["memory"] for n in graph.values() if n["status"] == "activated"]
     assert active == [STILL[1]] if merged else sorted(active) == sorted(STILL)
     assert graph[ids[0]]["status"] == ("archived" if merged else "activated")
+
+
+#: The offline judge reads a repeat with a detail more as different facts (P(independent) 0.95,
+#: no band); a dated pair carrying as much is two events, never sent.
+CARRIED = ["The user has a ginger cat called Biltong.",
+           "The user's ginger cat Biltong hid under the bed for two days after the move."]
+DATED = ["The user went to a pottery class on 12 March.", "The user went to a pottery class on 30 March."]
+
+
+@pytest.mark.parametrize("near_carried", [0.6, 0.0])
+def test_a_repeat_with_a_detail_more_reaches_the_llm_by_its_carried_words(neo4j, instance, tenant, near_carried):
+    """With ``near_carried`` the pair one of whose memories carries most of the other's words goes to
+    the LLM (the dated pair does not), and its "redundant" merges the two into a text carrying both;
+    without it the LLM is never asked and both stay active."""
+    fused_text = "The user has a ginger cat called Biltong, who hid under the bed for two days after the move."
+    ids = write_items(neo4j, tenant, CARRIED) + write_items(neo4j, f"{tenant}-dated", DATED)
+
+    def answer(body: dict[str, Any]) -> tuple[int, Any]:
+        if judge_groups(body) is not None:
+            return _redundant(body)
+        return 200, chat_answer(json.dumps({"reason": "one cat", "reconcilable": True, "merged": fused_text}))
+
+    with fake_openai_server() as server:
+        server.chat = answer
+
+        def judge() -> RoutedJudge:
+            return RoutedJudge(offline=OfflineJudge(near_merges=0.80, near_supersedes=0.40), llm=_llm(server.base_url),
+                               near_carried=near_carried)
+
+        result = run_dedup(neo4j, tenant, instance, judge=judge())
+        dated = run_dedup(neo4j, f"{tenant}-dated", instance, judge=judge())
+        asked = _asked(server.chat_calls())
+    assert asked == ([(CARRIED[1], frozenset({CARRIED[0]}))] if near_carried else [])
+    judging = metadata(result, "relation_judgments")
+    assert (judging["pairs_routed_carried"], judging["llm_changed"]) == ((1, 1) if near_carried else (0, 0))
+    assert metadata(dated, "relation_judgments")["pairs_routed_carried"] == 0
+    assert metadata(dated, "merged_nodes")["merges"] == 0
+    graph = nodes(neo4j, tenant)
+    active = sorted(n["memory"] for n in graph.values() if n["status"] == "activated")
+    assert active == ([fused_text] if near_carried else sorted(CARRIED))
+    assert [graph[i]["status"] for i in ids[:2]] == ["archived" if near_carried else "activated"] * 2

@@ -94,7 +94,7 @@ def _llm_metadata(judge: JudgeResource, report: JudgingReport, usage: ChatUsage)
     spent = usage.prompt_tokens + usage.completion_tokens
     return {**out, "llm_calls": usage.calls, "pairs_routed_to_llm": report.pairs_routed,
             "llm_changed": report.llm_changed, "llm_overruled": report.llm_overruled,
-            "llm_restated": report.llm_restated,
+            "llm_restated": report.llm_restated, "pairs_routed_carried": report.pairs_carried,
             "over_budget_pairs": report.over_budget_pairs, "over_budget_nodes": report.over_budget_nodes,
             **budget_left("llm", calls, tokens, usage.calls, spent)}
 

@@ -78,6 +78,8 @@ class JudgingReport:
     """Routed pairs whose LLM answer the offline evidence did not support: left apart."""
     llm_restated: int = 0
     """Routed pairs the offline judge read as a change and the LLM as a repeat, merged as one."""
+    pairs_carried: int = 0
+    """Routed pairs left independent offline, sent because one memory carries most of the other's words."""
     over_budget_pairs: int = 0
     over_budget_nodes: int = 0
     """New memories with a pair the LLM budget left for the next run (they stay unchecked)."""
@@ -187,6 +189,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                                            and (v.restated or (v.label != "independent") != v.doubtful)
                                            for v in done.values()),
                            llm_restated=sum(v.restated for v in done.values()),
+                           pairs_carried=sum(v.routed and v.carried is not None for v in fresh.values()),
                            llm_overruled=sum(v.routed and v.stage == "offline" for v in done.values()),
                            over_budget_pairs=len(over),
                            over_budget_nodes=sum(any(j.over_budget for j in judged) for judged in results))

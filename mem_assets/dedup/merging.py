@@ -30,7 +30,7 @@ from mem_resources.memory_model import (
     normalize_text,
     payload_hash,
 )
-from mem_resources.text import CJK, chinese_words, tokens, unsupported_words
+from mem_resources.text import CJK, chinese_words, content_words, tokens, unsupported_words
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,14 @@ def dropped_words(kept: str, sources: Sequence[str]) -> list[str]:
 def carries(kept: str, sources: Sequence[str]) -> bool:
     """``kept`` says everything each source says (``dropped_words``): a merge into it forgets nothing."""
     return not dropped_words(kept, sources)
+
+
+def carried_share(a: str, b: str) -> float:
+    """How nearly one of two memories says everything the other says: the larger share of either
+    one's content words the other carries (``dropped_words``); 1.0 when one contains the other."""
+    shares = [1 - len(dropped_words(kept, [source])) / len(words)
+              for source, kept in ((a, b), (b, a)) if (words := content_words(source))]
+    return max(shares, default=0.0)
 
 
 def carrying_source(sources: Sequence[str]) -> str | None:

@@ -38,7 +38,7 @@ from mem_assets.dedup.llm_judge_prompt import (
     judge_message,
     verdict_schema,
 )
-from mem_assets.dedup.merging import carries, carrying_source, informativeness
+from mem_assets.dedup.merging import carried_share, carries, carrying_source, informativeness
 from mem_assets.dedup.relations import CascadeStage, Label, ModelKind, Stage
 from mem_assets.dedup.superseding import says_it_continues
 from mem_resources import bge
@@ -49,6 +49,7 @@ from mem_resources.settings import (
     DEFAULT_CONFIRM_SUPERSEDES,
     DEFAULT_JUDGE_MEMORIES_PER_CALL,
     DEFAULT_MODELS_DIR,
+    DEFAULT_NEAR_CARRIED,
     DEFAULT_RESTATEMENTS,
     DEFAULT_REVIEW_BAND,
     Restatements,
@@ -76,7 +77,9 @@ class Judgment:
     a later stage (middle or accurate) decided, what the fast stage alone would have said;
     ``middle_label``: for a pair the accurate stage decided behind the middle stage, what the
     middle stage alone would have said. ``restated``: the LLM's "redundant" taken on a pair the
-    offline judge read as a change (``weigh``)."""
+    offline judge read as a change (``weigh``). ``carried``: for a pair left independent and sent to
+    the LLM because one memory nearly says everything the other does (``RoutedJudge.near_carried``),
+    the share of its words the other carries (``merging.carried_share``)."""
 
     label: Label
     reason: str
@@ -93,6 +96,7 @@ class Judgment:
     doubtful: bool = False
     middle_label: Label | None = None
     restated: bool = False
+    carried: float | None = None
 
     @property
     def changed(self) -> bool:
@@ -495,8 +499,10 @@ def weigh(offline: Judgment, answer: Judgment, restatements: Restatements = DEFA
     (``merging.carries``); the opposite, a repeat turned into a supersede, is never taken. An
     answer that never came (failure, deadline, budget) leaves the pair apart (independent, not
     cached) for the next run."""
-    said = offline.near or offline.label
-    doubt = (f"offline P({said}) = {offline.near_probability:.2f}, in the uncertain band "
+    said = offline.near or ("redundant" if offline.carried is not None else offline.label)
+    doubt = (f"left independent offline, one memory carrying {offline.carried:.0%} of the other's words"
+             if offline.carried is not None and offline.near is None else
+             f"offline P({said}) = {offline.near_probability:.2f}, in the uncertain band "
              f"{'above' if offline.doubtful else 'below'} its threshold")
     if answer.failed or answer.deferred:
         return replace(offline, label="independent", routed=True, failed=answer.failed, deferred=answer.deferred,
@@ -504,7 +510,7 @@ def weigh(offline: Judgment, answer: Judgment, restatements: Restatements = DEFA
                        reason=f"{offline.reason}; LLM did not decide ({answer.reason}): left apart")
     if answer.label in ("independent", said):
         return Judgment(answer.label, f"LLM: {answer.reason} ({doubt})", stage="llm", routed=True,
-                        doubtful=offline.doubtful)
+                        doubtful=offline.doubtful, carried=offline.carried)
     if answer.label == "redundant" and said == "contradictory" and _restated(offline, restatements, continues):
         return Judgment("redundant", f"LLM: {answer.reason} ({doubt}; read offline as a change, by the LLM as "
                                      "the same fact restated)", stage="llm", routed=True, doubtful=offline.doubtful,
@@ -522,17 +528,23 @@ class RoutedJudge(JudgeResource):
     within the band below a threshold (``Judgment.near``, ``MEMTEND_REVIEW_BAND``) or decided
     short of the confirmation reach above it (``Judgment.doubtful``, ``MEMTEND_LLM_CONFIRM_*``) — go
     to the LLM, each new memory with just those candidates (``OpenAIJudge`` batches them), and its
-    answer is ``weigh``ed against the offline evidence. Clear pairs never reach the LLM; so a rerun, whose pairs are
-    all cached, makes no call. Fusing is the LLM's (as ``OpenAIJudge``)."""
+    answer is ``weigh``ed against the offline evidence. ``near_carried`` (> 0) also sends a pair left
+    independent whose one memory has at least this share of its words carried by the other (a
+    repeat with a detail more, which the offline judge scores as different facts), unless both are
+    events on different dates; for it the LLM may confirm a repeat or leave it apart. Clear pairs
+    never reach the LLM; so a rerun, whose pairs are all cached, makes no call. Fusing is the LLM's
+    (as ``OpenAIJudge``)."""
 
     offline: OfflineJudge
     llm: OpenAIJudge
     restatements: Restatements = DEFAULT_RESTATEMENTS
+    near_carried: float = DEFAULT_NEAR_CARRIED
 
     @property
     def fingerprint(self) -> str:
         taken = "" if self.restatements == "none" else f"+restatements:{self.restatements}"
-        return f"routed:{self.offline.fingerprint}|{self.llm.fingerprint}{taken}"
+        carried = f"+carried:{self.near_carried:g}" if self.near_carried else ""
+        return f"routed:{self.offline.fingerprint}|{self.llm.fingerprint}{taken}{carried}"
 
     @property
     def deep_vector_space(self) -> str | None:
@@ -552,7 +564,11 @@ class RoutedJudge(JudgeResource):
                        vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
         """The LLM's usage only: the offline judge's work costs no call."""
         offline, _ = self.offline.judge_requests(requests, advance, vectors)
-        unsure = [[k for k, judgment in enumerate(judgments) if judgment.near is not None or judgment.doubtful]
+        if self.near_carried:
+            offline = [[self._carried(judgment, pair) for judgment, pair in zip(judgments, request.pairs(), strict=True)]
+                       for request, judgments in zip(requests, offline, strict=True)]
+        unsure = [[k for k, judgment in enumerate(judgments)
+                   if judgment.near is not None or judgment.doubtful or judgment.carried is not None]
                   for judgments in offline]
         asks = [JudgeRequest(request.new, tuple(request.candidates[k] for k in ks), tuple(request.when[k] for k in ks))
                 for request, ks in zip(requests, unsure, strict=True) if ks]
@@ -567,6 +583,16 @@ class RoutedJudge(JudgeResource):
                     weighed[k] = weigh(judgments[k], answer, self.restatements, says_it_continues(pairs[k][1]))
             results.append(weighed)
         return results, usage
+
+    def _carried(self, judgment: Judgment, pair: tuple[str, str]) -> Judgment:
+        from mem_assets.dedup.offline_judge_features import dated_events
+
+        if judgment.label != "independent" or judgment.near is not None or judgment.failed or judgment.deferred:
+            return judgment
+        share = carried_share(*pair)
+        if share < self.near_carried or dated_events(*pair):
+            return judgment
+        return replace(judgment, carried=round(share, 4))
 
     def fuse(self, texts: Sequence[str], label: Label, dates: Sequence[str | None] | None = None,
              budget: CallBudget | None = None) -> tuple[Fusion, ChatUsage]:

@@ -69,7 +69,7 @@ SETS: dict[str, dict[str, Any]] = {
     "locomo": {"topics": DATA / "eval" / "locomo" / "topics_heldout.jsonl",
                "pairs": [DATA / "judge" / "locomo" / "heldout.jsonl"]},
     **{name: {"topics": DATA / "eval" / name / "topics.jsonl", "pairs": [DATA / "judge" / name / "heldout.jsonl"]}
-       for name in ("fresh6", "fresh7", "fresh8", "fresh9", "fresh10")},
+       for name in ("fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11")},
 }
 LLM_ENV = {"MEMTEND_LLM": "openai", "OPENAI_API_KEY": "oracle", "MEMTEND_LLM_MODEL": "oracle"}
 NEO4J = "bolt://127.0.0.1:7687"

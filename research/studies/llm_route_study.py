@@ -15,8 +15,12 @@
 ``python -m research.studies.llm_route_study round7``    near bands × restatements near / continued, 4 a call
 ``python -m research.studies.llm_route_study batching``  new memories per judging call 1 / 2 / 4 / 8 (calls, tokens)
 ``python -m research.studies.llm_route_study fresh10 BR BC P``  round 7's choice, today's routing and round 6's W1, fresh10 (once)
-``python -m research.studies.llm_route_study cli``       the shipped defaults through ``memtend eval-judge``,
-                                                        held-out files, both oracles (exact, no replay)
+``python -m research.studies.llm_route_study round8``    carried-share routing t = 0 / 0.60 / 0.67 / 0.75, fresh6–10,
+                                                        exact shipped judgments, both oracles
+``python -m research.studies.llm_route_study fresh11 T``  carried share T against 0 through ``memtend eval-judge``,
+                                                        fresh11 (once), both oracles
+``python -m research.studies.llm_route_study cli [T …]`` the shipped defaults through ``memtend eval-judge``
+                                                        (each carried share T), held-out files, both oracles
 
 A variant is (``b``, ``c``, ``ride``): pairs left independent with P ≥ t − b are routed (near);
 decisions with P < t + c · (1 − t) are routed (doubtful; ``c`` "scaled" is today's b / t; round 2
@@ -74,6 +78,9 @@ band.FILES["fresh9"] = {"fresh9": band.DATA / "fresh9" / "heldout.jsonl"}
 band.FILES["fresh10"] = {"fresh10": band.DATA / "fresh10" / "heldout.jsonl"}
 ROUND_6 = ("none", "near", "decided")
 """Round 6: where ``weigh`` takes the LLM's "redundant" on a pair read offline as a change."""
+ROUND_8 = (0.0, 0.60, 0.67, 0.75)
+"""Round 8: ``MEMTEND_LLM_NEAR_CARRIED`` (0: today)."""
+SHIPPED_CACHE = Path("/tmp/judgeband/shipped")
 ROUND_7 = [((b_r, b_c), 1.0, 1.0, False) for b_r, b_c in ((0.60, 0.20), (0.70, 0.30), (0.80, 0.40))]
 """Round 7: near bands (with round 6's policies "near" and "continued"), four new memories a call."""
 PROBABILITIES: dict[tuple[str, str], dict[str, float]] = {}
@@ -135,6 +142,59 @@ class Routed(OfflineJudge):
                 judged = [replace(j, doubtful=True) if s.doubtful else j for j, s in zip(judged, stored, strict=True)]
             out.append(judged)
         return out, ChatUsage()
+
+
+class Exact(OfflineJudge):
+    """The shipped routing's offline judgments, stored: what ``build_judge``'s offline judge gives."""
+
+    _stored: dict[tuple[str, str], Judgment] = PrivateAttr(default_factory=dict)
+
+    def load(self, stored: dict[tuple[str, str], Judgment]) -> Exact:
+        self._stored = stored
+        return self
+
+    def judge_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[Judgment], ChatUsage]:
+        return _judge_by_newer(self, pairs)
+
+    def judge_requests(self, requests: Sequence[JudgeRequest], advance: Advance | None = None,
+                       vectors: DeepVectors | None = None) -> tuple[list[list[Judgment]], ChatUsage]:
+        return [[self._stored[pair] for pair in request.pairs()] for request in requests], ChatUsage()
+
+
+def shipped_judgments(name: str, path: Path) -> tuple[list[dict], list[bool], dict[tuple[str, str], Judgment]]:
+    """Rows, candidate flags and the offline judgments of the shipped routing (its near bands and
+    confirmation reach), cached in /tmp."""
+    cache = SHIPPED_CACHE / f"{name}.pkl"
+    rows, flags, _ = band.offline_judgments(name, path)
+    if cache.exists():
+        return rows, flags, pickle.loads(cache.read_bytes())
+    settings = band._settings(band._env("http://127.0.0.1:9", 0.30, "uncertain"))
+    routed = build_judge(settings, in_dagster=False)
+    assert isinstance(routed, RoutedJudge)
+    pairs = list(dict.fromkeys((r["a"], r["b"]) for r, flag in zip(rows, flags, strict=True) if flag))
+    judged, _ = routed.offline.judge_pairs(pairs)
+    stored = dict(zip(pairs, judged, strict=True))
+    SHIPPED_CACHE.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(pickle.dumps(stored))
+    return rows, flags, stored
+
+
+def round8(files: Sequence[str], shares: Sequence[float]) -> list[dict[str, Any]]:
+    """Carried-share routing over the exact shipped judgments, both oracles."""
+    results = []
+    for name in files:
+        path = band.DATA / name / "heldout.jsonl"
+        rows, flags, stored = shipped_judgments(name, path)
+        for oracle_name, wrong in band.ORACLES.items():
+            with oracle_server(pairs=[path], wrong=wrong, seed=band.SEED) as oracle:
+                routed = build_judge(band._settings(band._env(oracle.base_url, 0.30, "uncertain")), in_dagster=False)
+                assert isinstance(routed, RoutedJudge)
+                for t in shares:
+                    judge = routed.model_copy(update={"offline": Exact().load(stored), "near_carried": t})
+                    results.append({"file": name, "source": "shipped", "oracle": oracle_name,
+                                    "variant": f"carried {t:g}", "near_carried": t, **scored(rows, flags, judge)})
+                    print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return results
 
 
 def out_of_fold(stored: dict[tuple[str, str], Judgment], probabilities: dict[tuple[str, str], list[float]],
@@ -256,26 +316,34 @@ def choose(results: list[dict[str, Any]]) -> list[tuple[float, float, float, str
     return sorted(ranked, key=lambda x: (-x[0], x[1]))
 
 
-def cli() -> None:
-    """The held-out files through the product CLI with the shipped routing, both oracles."""
-    for name, path in band.FILES["heldout"].items():
+def cli(files: dict[str, Path], carried: Sequence[float] = (0.0,)) -> None:
+    """Files through the product CLI (``memtend eval-judge``) with the shipped routing and each
+    ``MEMTEND_LLM_NEAR_CARRIED``, both oracles."""
+    for name, path in files.items():
         new = len({row["b"] for row in band.read_pairs(path)})
         for oracle_name, wrong in band.ORACLES.items():
             with oracle_server(pairs=[path], wrong=wrong, seed=band.SEED) as oracle:
-                env = {**os.environ, **band._env(oracle.base_url, 0.30, "uncertain")}
-                out = subprocess.run([sys.executable, "-m", "mem_assets.cli", "eval-judge", str(path)], env=env,
-                                     capture_output=True, text=True, check=True).stdout
-            r = json.loads(out.strip().splitlines()[-1])
-            print(json.dumps({"file": name, "oracle": oracle_name, "redundant": r["classes"]["redundant"],
-                              "contradictory_f1": r["classes"]["contradictory"]["f1"], "wrong": r["wrong_total"],
-                              "calls": r["judge_calls"], "calls_per_new_memory": round(r["judge_calls"] / new, 3)}),
-                  flush=True)
+                for t in carried:
+                    env = {**os.environ, **band._env(oracle.base_url, 0.30, "uncertain"),
+                           "MEMTEND_LLM_NEAR_CARRIED": str(t)}
+                    out = subprocess.run([sys.executable, "-m", "mem_assets.cli", "eval-judge", str(path)], env=env,
+                                         capture_output=True, text=True, check=True).stdout
+                    r = json.loads(out.strip().splitlines()[-1])
+                    print(json.dumps({"file": name, "oracle": oracle_name, "near_carried": t,
+                                      "redundant": r["classes"]["redundant"],
+                                      "contradictory_f1": r["classes"]["contradictory"]["f1"], "wrong": r["wrong_total"],
+                                      "calls": r["judge_calls"], "calls_per_new_memory": round(r["judge_calls"] / new, 3),
+                                      "routed": r["pairs_routed_to_llm"], "carried": r["pairs_routed_carried"]}),
+                          flush=True)
 
 
 def main() -> None:
     split = sys.argv[1]
     if split == "cli":
-        cli()
+        cli(band.FILES["heldout"], [float(t) for t in sys.argv[2:]] or [0.0])
+        return
+    if split == "fresh11":
+        cli({"fresh11": band.DATA / "fresh11" / "heldout.jsonl"}, [0.0, float(sys.argv[2])])
         return
     if split == "train":
         rounds = {"1": ROUND_1, "2": VARIANTS, "3": ROUND_3}
@@ -290,6 +358,8 @@ def main() -> None:
         results = [r for files in ("train", "fresh", "fresh8", "fresh9")
                    for r in run(files, ROUND_7, ("out of fold",) if files == "train" else ("shipped",),
                                 references=False, policies=("near", "continued"), per_call=(4,))]
+    elif split == "round8":
+        results = round8([f"fresh{n}" for n in range(6, 11)], ROUND_8)
     elif split == "batching":
         results = [r for files in ("train", "fresh", "fresh8", "fresh9")
                    for r in run(files, [ROUND_4[-1]], ("out of fold",) if files == "train" else ("shipped",),

@@ -204,3 +204,14 @@ def test_a_kept_text_must_carry_what_every_source_says():
     assert carrying_source(["The user likes green tea.", "The user likes green tea a lot, daily."]) \
         == "The user likes green tea a lot, daily."
     assert dropped_words("用户住在上海。", ["用户现在住在上海浦东。"]) == ["现在", "上海浦东"]
+
+
+def test_the_carried_share_is_how_nearly_one_memory_says_all_the_other_does():
+    from mem_assets.dedup.merging import carried_share
+
+    cat = "Nomvula has a ginger cat called Biltong."
+    assert carried_share(cat, "Nomvula's ginger cat Biltong hid under the bed after the move.") == 0.8  # "called"
+    assert carried_share("The user likes green tea.", "The user likes green tea a lot, daily.") == 1.0
+    assert carried_share("The user likes green tea a lot, daily.", "The user likes green tea.") == 1.0  # either way
+    assert carried_share("Anna lives in Berlin.", "Tom owns three dogs.") == 0.0
+    assert carried_share("", "The user owns three dogs.") == 0.0

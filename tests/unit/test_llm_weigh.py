@@ -13,6 +13,9 @@ NEAR = Judgment("independent", "judge model: P(independent) = 0.20", near="redun
 DOUBTFUL = Judgment("redundant", "judge model: P(redundant) = 0.89", near_probability=0.89, doubtful=True)
 
 
+CARRIED = Judgment("independent", "judge model: P(independent) = 0.95", carried=0.8)
+
+
 def llm(label: str, **flags: bool) -> Judgment:
     return Judgment(label, "the model's reason", stage="llm", **flags)
 
@@ -24,6 +27,9 @@ def llm(label: str, **flags: bool) -> Judgment:
     (DOUBTFUL, "redundant", "redundant", "llm"),  # confirms a doubtful decision
     (DOUBTFUL, "independent", "independent", "llm"),  # undoes it
     (DOUBTFUL, "contradictory", "independent", "llm"),  # the judges disagree: nothing merged
+    (CARRIED, "redundant", "redundant", "llm"),  # one memory carries most of the other's words: a repeat
+    (CARRIED, "independent", "independent", "llm"),
+    (CARRIED, "contradictory", "independent", "offline"),  # nothing points to a change: apart
 ])
 def test_the_llm_may_confirm_or_settle_independent_never_anything_else(offline, said, label, stage):
     weighed = weigh(offline, llm(said))

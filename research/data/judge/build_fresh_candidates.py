@@ -24,7 +24,8 @@ from research.data.judge.locomo.build_candidates import candidate_pairs, read_js
 HERE = Path(__file__).resolve().parent
 SETS = {"fresh6": {"a": "en", "b": "en", "c": "zh"}, "fresh7": {"d": "en", "e": "en", "f": "zh"},
         "fresh8": {"g": "en", "h": "en", "i": "zh"}, "fresh9": {"j": "en", "k": "en", "l": "zh"},
-        "fresh10": {"m": "en", "n": "en", "o": "zh"}}
+        "fresh10": {"m": "en", "n": "en", "o": "zh"},
+        "fresh11": {"p": "en", "q": "en", "r": "zh"}}
 
 
 def population(name: str) -> list[dict]:
