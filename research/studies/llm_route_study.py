@@ -19,6 +19,8 @@
                                                         exact shipped judgments, both oracles
 ``python -m research.studies.llm_route_study fresh11 T``  carried share T against 0 through ``memtend eval-judge``,
                                                         fresh11 (once), both oracles
+``python -m research.studies.llm_route_study bands11``   three near-band widths, shipped otherwise, fresh11 (after
+                                                        the choice: a report), both oracles
 ``python -m research.studies.llm_route_study cli [T …]`` the shipped defaults through ``memtend eval-judge``
                                                         (each carried share T), held-out files, both oracles
 
@@ -81,6 +83,7 @@ ROUND_6 = ("none", "near", "decided")
 ROUND_8 = (0.0, 0.60, 0.67, 0.75)
 """Round 8: ``MEMTEND_LLM_NEAR_CARRIED`` (0: today)."""
 SHIPPED_CACHE = Path("/tmp/judgeband/shipped")
+FRESH11 = band.DATA / "fresh11" / "heldout.jsonl"
 ROUND_7 = [((b_r, b_c), 1.0, 1.0, False) for b_r, b_c in ((0.60, 0.20), (0.70, 0.30), (0.80, 0.40))]
 """Round 7: near bands (with round 6's policies "near" and "continued"), four new memories a call."""
 PROBABILITIES: dict[tuple[str, str], dict[str, float]] = {}
@@ -316,20 +319,19 @@ def choose(results: list[dict[str, Any]]) -> list[tuple[float, float, float, str
     return sorted(ranked, key=lambda x: (-x[0], x[1]))
 
 
-def cli(files: dict[str, Path], carried: Sequence[float] = (0.0,)) -> None:
+def cli(files: dict[str, Path], variants: Sequence[dict[str, str]] = ({},)) -> None:
     """Files through the product CLI (``memtend eval-judge``) with the shipped routing and each
-    ``MEMTEND_LLM_NEAR_CARRIED``, both oracles."""
+    variant's settings over it (e.g. ``MEMTEND_LLM_NEAR_CARRIED``), both oracles."""
     for name, path in files.items():
         new = len({row["b"] for row in band.read_pairs(path)})
         for oracle_name, wrong in band.ORACLES.items():
             with oracle_server(pairs=[path], wrong=wrong, seed=band.SEED) as oracle:
-                for t in carried:
-                    env = {**os.environ, **band._env(oracle.base_url, 0.30, "uncertain"),
-                           "MEMTEND_LLM_NEAR_CARRIED": str(t)}
+                for variant in variants:
+                    env = {**os.environ, **band._env(oracle.base_url, 0.30, "uncertain"), **variant}
                     out = subprocess.run([sys.executable, "-m", "mem_assets.cli", "eval-judge", str(path)], env=env,
                                          capture_output=True, text=True, check=True).stdout
                     r = json.loads(out.strip().splitlines()[-1])
-                    print(json.dumps({"file": name, "oracle": oracle_name, "near_carried": t,
+                    print(json.dumps({"file": name, "oracle": oracle_name, "variant": variant,
                                       "redundant": r["classes"]["redundant"],
                                       "contradictory_f1": r["classes"]["contradictory"]["f1"], "wrong": r["wrong_total"],
                                       "calls": r["judge_calls"], "calls_per_new_memory": round(r["judge_calls"] / new, 3),
@@ -340,10 +342,14 @@ def cli(files: dict[str, Path], carried: Sequence[float] = (0.0,)) -> None:
 def main() -> None:
     split = sys.argv[1]
     if split == "cli":
-        cli(band.FILES["heldout"], [float(t) for t in sys.argv[2:]] or [0.0])
+        cli(band.FILES["heldout"], [{"MEMTEND_LLM_NEAR_CARRIED": t} for t in sys.argv[2:]] or [{}])
         return
     if split == "fresh11":
-        cli({"fresh11": band.DATA / "fresh11" / "heldout.jsonl"}, [0.0, float(sys.argv[2])])
+        cli({"fresh11": FRESH11}, [{"MEMTEND_LLM_NEAR_CARRIED": t} for t in ("0", sys.argv[2])])
+        return
+    if split == "bands11":
+        cli({"fresh11": FRESH11}, [{"MEMTEND_LLM_NEAR_MERGES": m, "MEMTEND_LLM_NEAR_SUPERSEDES": c}
+                                   for m, c in (("0.60", "0.20"), ("0.70", "0.30"), ("0.80", "0.40"))])
         return
     if split == "train":
         rounds = {"1": ROUND_1, "2": VARIANTS, "3": ROUND_3}
