@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -77,6 +77,11 @@ DEFAULT_DIMENSIONS = {"offline": 256, "hashing": 384, "openai": 1536}
 
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
+
+
+def _share(default: float, name: str, description: str) -> Any:
+    """A setting between 0 and 1 (a band, a reach, a share) read from ``name``."""
+    return Field(default=default, ge=0.0, le=1.0, validation_alias=_env(name), description=description)
 
 
 class Settings(BaseSettings):
@@ -172,27 +177,27 @@ class Settings(BaseSettings):
         description="Completion tokens one LLM answer may take (max_tokens): a weak model cannot run on.")
     judge_deadline_s: float = Field(default=900.0, gt=0, validation_alias=_env("MEMTEND_JUDGE_DEADLINE"),
                                     description="Seconds of LLM judging per run; later nodes wait.")
-    review_band: float = Field(
-        default=DEFAULT_REVIEW_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_REVIEW_BAND"),
-        description="The review band: pairs the offline judge left independent with P(redundant) or "
-                    "P(contradictory) >= threshold - band go to the review queue (`memtend review`); with "
-                    "an LLM routing the uncertain, MEMTEND_LLM_NEAR_MERGES / _SUPERSEDES take its place; 0: none.")
-    llm_near_merges: float = Field(
-        default=DEFAULT_NEAR_MERGES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_NEAR_MERGES"),
-        description="With MEMTEND_LLM_ROUTE=uncertain, in place of MEMTEND_REVIEW_BAND: pairs the offline judge "
-                    "left independent with P(redundant) >= threshold - this go to the LLM (it may confirm the "
-                    "merge or leave them apart); those still undecided go to the review queue.")
-    llm_near_supersedes: float = Field(
-        default=DEFAULT_NEAR_SUPERSEDES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_NEAR_SUPERSEDES"),
-        description="The same for P(contradictory) (supersedes).")
-    llm_confirm_merges: float = Field(
-        default=DEFAULT_CONFIRM_MERGES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_CONFIRM_MERGES"),
-        description="With MEMTEND_LLM_ROUTE=uncertain: the offline judge's redundant decisions with "
-                    "P < threshold + this * (1 - threshold) go to the LLM for confirmation (it may confirm "
-                    "them or settle them independent); 1: every one; 0: none.")
-    llm_confirm_supersedes: float = Field(
-        default=DEFAULT_CONFIRM_SUPERSEDES, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_CONFIRM_SUPERSEDES"),
-        description="The same for the offline judge's contradictory decisions (supersedes).")
+    review_band: float = _share(
+        DEFAULT_REVIEW_BAND, "MEMTEND_REVIEW_BAND",
+        "The review band: pairs the offline judge left independent with P(redundant) or "
+        "P(contradictory) >= threshold - band go to the review queue (`memtend review`); with "
+        "an LLM routing the uncertain, MEMTEND_LLM_NEAR_MERGES / _SUPERSEDES take its place; 0: none.")
+    llm_near_merges: float = _share(
+        DEFAULT_NEAR_MERGES, "MEMTEND_LLM_NEAR_MERGES",
+        "With MEMTEND_LLM_ROUTE=uncertain, in place of MEMTEND_REVIEW_BAND: pairs the offline judge "
+        "left independent with P(redundant) >= threshold - this go to the LLM (it may confirm the "
+        "merge or leave them apart); those still undecided go to the review queue.")
+    llm_near_supersedes: float = _share(
+        DEFAULT_NEAR_SUPERSEDES, "MEMTEND_LLM_NEAR_SUPERSEDES",
+        "The same for P(contradictory) (supersedes).")
+    llm_confirm_merges: float = _share(
+        DEFAULT_CONFIRM_MERGES, "MEMTEND_LLM_CONFIRM_MERGES",
+        "With MEMTEND_LLM_ROUTE=uncertain: the offline judge's redundant decisions with "
+        "P < threshold + this * (1 - threshold) go to the LLM for confirmation (it may confirm "
+        "them or settle them independent); 1: every one; 0: none.")
+    llm_confirm_supersedes: float = _share(
+        DEFAULT_CONFIRM_SUPERSEDES, "MEMTEND_LLM_CONFIRM_SUPERSEDES",
+        "The same for the offline judge's contradictory decisions (supersedes).")
     llm_restatements: Restatements = Field(
         default=DEFAULT_RESTATEMENTS, validation_alias=_env("MEMTEND_LLM_RESTATEMENTS"),
         description="With MEMTEND_LLM_ROUTE=uncertain: where the LLM's \"redundant\" is taken on a pair the offline "
@@ -200,11 +205,11 @@ class Settings(BaseSettings):
                     "decided contradiction whose newer memory says the fact continues: still, 仍…); decided (every "
                     "decided contradiction). The merge keeps every source's content; elsewhere two judges "
                     "disagreeing leave a pair apart.")
-    llm_near_carried: float = Field(
-        default=DEFAULT_NEAR_CARRIED, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_LLM_NEAR_CARRIED"),
-        description="With MEMTEND_LLM_ROUTE=uncertain: a pair the offline judge left independent also goes to the "
-                    "LLM when one memory has at least this share of its content words carried by the other (it may "
-                    "confirm a repeat or leave the pair apart; events on different dates never go); 0: none.")
+    llm_near_carried: float = _share(
+        DEFAULT_NEAR_CARRIED, "MEMTEND_LLM_NEAR_CARRIED",
+        "With MEMTEND_LLM_ROUTE=uncertain: a pair the offline judge left independent also goes to the "
+        "LLM when one memory has at least this share of its content words carried by the other (it may "
+        "confirm a repeat or leave the pair apart; events on different dates never go); 0: none.")
     llm_judge_memories_per_call: int = Field(
         default=DEFAULT_JUDGE_MEMORIES_PER_CALL, ge=1, validation_alias=_env("MEMTEND_LLM_JUDGE_MEMORIES_PER_CALL"),
         description="New memories, each with its candidates, one LLM judging call carries (never more candidates "
@@ -226,12 +231,12 @@ class Settings(BaseSettings):
         description="Prompt + completion tokens the LLM judge may spend in one run of a tenant, and as "
                     "many (each counted apart) fusions, topic placement and topic names/summaries; no call "
                     "starts once they are spent (calls in flight finish); 0: no limit.")
-    topic_llm_band: float = Field(
-        default=DEFAULT_TOPIC_LLM_BAND, ge=0.0, le=1.0, validation_alias=_env("MEMTEND_TOPIC_LLM_BAND"),
-        description="With MEMTEND_LLM=openai: a memory that fits no existing topic, or that offline placement "
-                    "put in one not its nearest or by a cosine margin under this over another theme, is placed "
-                    "by the LLM among its nearest topics (or \"new\"); 0: only the memories no topic fits or "
-                    "placed off their nearest.")
+    topic_llm_band: float = _share(
+        DEFAULT_TOPIC_LLM_BAND, "MEMTEND_TOPIC_LLM_BAND",
+        "With MEMTEND_LLM=openai: a memory that fits no existing topic, or that offline placement "
+        "put in one not its nearest or by a cosine margin under this over another theme, is placed "
+        "by the LLM among its nearest topics (or \"new\"); 0: only the memories no topic fits or "
+        "placed off their nearest.")
     topic_llm_group_band: float = Field(
         default=DEFAULT_TOPIC_LLM_GROUP_BAND, ge=0.0, le=2.0, validation_alias=_env("MEMTEND_TOPIC_LLM_GROUP_BAND"),
         description="With MEMTEND_LLM=openai: a member of a group offline placement made this run that fits it "

@@ -587,7 +587,7 @@ class RoutedJudge(JudgeResource):
     def _carried(self, judgment: Judgment, pair: tuple[str, str]) -> Judgment:
         from mem_assets.dedup.offline_judge_features import dated_events
 
-        if judgment.label != "independent" or judgment.near is not None or judgment.failed or judgment.deferred:
+        if judgment.label != "independent" or judgment.near is not None:
             return judgment
         share = carried_share(*pair)
         if share < self.near_carried or dated_events(*pair):
