@@ -55,20 +55,20 @@ ROOT = Path(__file__).resolve().parents[1]
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 
 
-def night_texts(seed: int, memories: int, night: int) -> list[str]:
+def night_texts(seed: int, memories: int, night: int, english_only: bool = False) -> list[str]:
     """Night ``night`` (1, 2, ...) of tenant number ``seed``: ``memories`` new texts, the last 10%
     of them repeats of the night's first ones."""
     texts = [f"{text} [night {night}]" if night > 1 else text
-             for text in synthetic_texts(memories, seed + 10_000 * (night - 1))]
+             for text in synthetic_texts(memories, seed + 10_000 * (night - 1), english_only)]
     texts[-memories // 10:] = texts[:memories // 10]
     return texts
 
 
-def _write_inbox(inbox: Path, tenants: list[str], memories: int, night: int) -> None:
+def _write_inbox(inbox: Path, tenants: list[str], memories: int, night: int, english_only: bool = False) -> None:
     for seed, tenant in enumerate(tenants):
         folder = inbox / tenant
         folder.mkdir(parents=True, exist_ok=True)
-        texts = night_texts(seed, memories, night)
+        texts = night_texts(seed, memories, night, english_only)
         (folder / f"day{night}.jsonl").write_text("\n".join(
             json.dumps({"memory": text, "created_at": f"2026-11-{night:02d}T08:00:00Z"}, ensure_ascii=False)
             for text in texts), encoding="utf-8")
@@ -135,6 +135,8 @@ def main() -> None:
     parser.add_argument("--nights", type=int, default=1,
                         help="nights per fleet: from the second on, tenants already hold earlier nights' memories")
     parser.add_argument("--cli", action="store_true", help="run `memtend tend --workers W` as a subprocess")
+    parser.add_argument("--english-only", action="store_true",
+                        help="tenants of one language (the default night mixes English and Chinese in every tenant)")
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memtend-fleet-"))
@@ -184,7 +186,7 @@ def fleet(work: Path, number: int, args: argparse.Namespace, workers: int) -> tu
             for night in range(1, args.nights + 1):
                 seeding = time.perf_counter()
                 shutil.rmtree(work / "inbox", ignore_errors=True)
-                _write_inbox(work / "inbox", tenants, args.memories, night)
+                _write_inbox(work / "inbox", tenants, args.memories, night, args.english_only)
                 print(f"fleet night {night}: {len(tenants)} tenants x {args.memories} new memories written to the "
                       f"inbox in {time.perf_counter() - seeding:.1f} s (untimed)")
                 seconds, figures = _night(instance, tenants, args, workers)

@@ -95,15 +95,20 @@ TIMES = ["on Monday", "last weekend", "this morning", "yesterday", "in March", "
          "昨天", "上周末", "今天早上", "下班后"]
 
 
-def synthetic_texts(n: int, seed: int = 1) -> list[str]:
-    """Varied memories on eight themes, English and Chinese, each text unique."""
+def synthetic_texts(n: int, seed: int = 1, english_only: bool = False) -> list[str]:
+    """Varied memories on eight themes, English and Chinese (``english_only``: English), each text unique."""
     rng = random.Random(seed)
     topics = list(ACTIVITIES)
+
+    def kept(options: list[str]) -> list[str]:
+        return [o for o in options if not english_only or o.isascii()]
+
+    subjects, times = kept(SUBJECTS), kept(TIMES)
     texts = []
     for i in range(n):
-        activity = rng.choice(ACTIVITIES[rng.choice(topics)])
+        activity = rng.choice(kept(ACTIVITIES[rng.choice(topics)]))
         filled = activity.format(**{slot: rng.choice(values) for slot, values in FILLERS.items()})
-        texts.append(f"{rng.choice(SUBJECTS)} {filled} {rng.choice(TIMES)} (#{i})")
+        texts.append(f"{rng.choice(subjects)} {filled} {rng.choice(times)} (#{i})")
     return texts
 
 

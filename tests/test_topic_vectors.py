@@ -1,8 +1,9 @@
 """Each language's topics in its topic encoder's space (e5 carried) on the real Neo4j: a memory
 that gets its kept vector (e5 ⊕ English encoder ⊕ Chinese encoder) gets it once, on its node, and
-every later cycle (new arrivals, a rebuild, a split) reuses it; its e5 part is the judge's passage
-vector (``judge_vector``), read back when present and kept there when made; topics of an older
-space move when they next grow. The placement cascade (``cascade``) decides who gets one: a memory
+every later cycle (new arrivals, a rebuild, a split) reuses it; in a cycle of one language the
+kept vector has no e5 part (no cross-language offer can read it), and a tenant's first cycle of
+two languages gives the kept vectors it reads their e5 part, once; topics of an older space move
+when they next grow. The placement cascade (``cascade``) decides who gets one: a memory
 clearly in a topic in the embedder's space gets none; the kept-vector tests below turn it off."""
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
     ENCODER_SPACES,
     KEPT_DIMENSION,
+    ONE_LANGUAGE_SPACES,
     TopicVectorsResource,
     in_spaces,
+    is_kept_key,
     kept_embed,
     space_dimension,
     vector_key,
 )
+from mem_resources.model_passes import from_metadata
 from mem_resources.neo4j_resource import Neo4jResource
 from tests.support.reorg_graph import (
     EMBEDDER,
@@ -156,7 +160,7 @@ def test_a_clear_memory_is_placed_without_the_models_and_an_uncertain_one_pays(n
     assert (metadata["cascade_cheap"], metadata["cascade_encoder"], metadata["kept_vectors_made"]) == (1, 1, 1)
     stored = _stored(neo4j, tenant)
     assert stored[clear] == (None, None), "the clear memory got no kept vector"
-    assert stored[unsure][0] == vector_key(unsure)
+    assert stored[unsure][0] == vector_key(unsure, ("zh",)), "one language: its own encoder only"
     with neo4j.session() as session:
         home = session.run("MATCH (t:MemoryItem {user_name: $tenant})-[:PARENT]->(m:MemoryItem {memory: $text}) "
                            "RETURN collect(t.id) AS topics", tenant=tenant, text=clear).single()["topics"]
@@ -193,7 +197,7 @@ def test_e5_work_per_run_is_bounded_and_the_rest_waits_for_the_next_run(neo4j, t
         assert (waiting["n"], waiting["with_vector"]) == (deferred[-1], 0)
     assert stored == [10, 10, len(first) - 20]
     assert deferred == [len(first) - 10, len(first) - 20, 0]
-    assert all(key == vector_key(text) for text, (key, _) in _stored(neo4j, tenant).items())
+    assert all(key == vector_key(text, ("zh",)) for text, (key, _) in _stored(neo4j, tenant).items())
 
     before = graph_counts(neo4j, tenant)
     idle = run_reorg(neo4j, tenant, instance)
@@ -220,11 +224,11 @@ def test_chinese_topics_of_an_older_space_move_to_the_encoder_space_when_they_ne
              if row["kind"] == "topic"}
     assert grown
     topics = {t["id"]: t for t in _topics(neo4j, tenant)}
-    chinese_space = ENCODER_SPACES["zh"]
+    chinese_space = ONE_LANGUAGE_SPACES["zh"]
     assert all(topics[tid]["space"] == chinese_space and topics[tid]["dimension"] == space_dimension(chinese_space, 0)
                for tid in grown)
     stored = _stored(neo4j, tenant)
-    assert all(key == vector_key(text) for text, (key, _) in stored.items()), \
+    assert all(is_kept_key(key, text, np.asarray(vector)) for text, (key, vector) in stored.items()), \
         "members of old topics got their kept vector when their centroid was recomputed, kept for later cycles"
 
 
@@ -235,16 +239,49 @@ def test_english_topics_live_in_the_topic_encoder_space_and_reuse_kept_vectors(n
     result = run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF)
     assert result.success
     assert materialization_metadata(result, "memory_clusters")["kept_vectors_made"] == len(first)
-    read_back = MemberStore(neo4j, EMBEDDER, tenant, COMBINED_SPACE, TopicVectorsResource()).matrix(ids)
-    placed_in = np.stack(in_spaces([COMBINED_SPACE] * len(first), [None] * len(first), list(kept_embed(first))))
+    english = ONE_LANGUAGE_SPACES["en"]
+    read_back = MemberStore(neo4j, EMBEDDER, tenant, english, TopicVectorsResource()).matrix(ids)
+    placed_in = np.stack(in_spaces([english] * len(first), [None] * len(first), list(kept_embed(first, ("en",)))))
     assert np.allclose(read_back, placed_in, atol=1e-5), \
         "members read back (splits, promotions) are in the space they were placed in"
     topics = _topics(neo4j, tenant)
-    assert topics and all(t["space"] == COMBINED_SPACE and t["dimension"] == space_dimension(COMBINED_SPACE, 0)
+    assert topics and all(t["space"] == english and t["dimension"] == space_dimension(COMBINED_SPACE, 0)
                           for t in topics)
     stored = _stored(neo4j, tenant)
 
     again, _ = _second_batch_reads_kept_vectors(neo4j, tenant, instance, first, second, stored)
     assert materialization_metadata(again, "memory_clusters")["placed"] > 0
-    assert all(t["space"] == COMBINED_SPACE for t in _topics(neo4j, tenant))
+    assert all(t["space"] == english for t in _topics(neo4j, tenant))
     assert all(e.passed for e in again.get_asset_check_evaluations())
+
+
+def test_a_tenant_of_one_language_pays_no_e5_until_a_second_language_arrives(neo4j, tenant, instance):
+    english, chinese = _texts(ENGLISH_THEMES, 1, "en"), _chinese(1)
+    write_memories(neo4j, tenant, english)
+    first = run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF)
+    assert first.success
+    passes = from_metadata(materialization_metadata(first, "memory_clusters"))
+    assert set(passes) & {"e5 query", "topic-encoder-zh-v1"} == set(), "one language: its own encoder only"
+    assert passes["topic-encoder-v1"].items == len(english)
+    assert {t["space"] for t in _topics(neo4j, tenant)} == {ONE_LANGUAGE_SPACES["en"]}
+    assert all(key == vector_key(text, ("en",)) for text, (key, _) in _stored(neo4j, tenant).items())
+
+    write_memories(neo4j, tenant, chinese)
+    second = run_reorg(neo4j, tenant, instance, run_config={
+        "ops": {"reorg_candidates": {"config": {"min_group_size": 1}}}}, topic_vectors=CASCADE_OFF)
+    assert second.success
+    made = materialization_metadata(second, "memory_clusters")
+    passes = from_metadata(made)
+    assert (made["kept_vectors_made"], made["kept_vectors_completed"]) == (len(chinese), len(english))
+    assert passes["e5 query"].items == len(chinese) + len(english), "each memory's e5 part made once"
+    assert passes["topic-encoder-v1"].items == len(chinese), "the English memories' English part is kept"
+    assert passes["topic-encoder-zh-v1"].items == len(chinese) + len(english)
+    stored = _stored(neo4j, tenant)
+    assert all(stored[text][0] == vector_key(text) for text in english + chinese)
+    written = {row["space"] for row in second.output_for_node("memory_clusters").to_dict("records")
+               if row["kind"] == "topic"}
+    assert written and written <= {ENCODER_SPACES["en"], ENCODER_SPACES["zh"]}
+    assert all(e.passed for e in second.get_asset_check_evaluations())
+
+    idle = run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF)
+    assert from_metadata(materialization_metadata(idle, "memory_clusters")) == {}

@@ -33,13 +33,18 @@ from mem_assets.reorg.placement_thresholds import CASCADE_PARAMS, CROSS_PARAMS
 from mem_assets.reorg.topic_space import language
 from mem_assets.reorg.topic_vectors import (
     E5_SPACE,
+    KEPT_DIMENSION,
     MAIN_SPACE,
-    NEEDS_E5,
+    NEEDS_KEPT,
+    PARTS,
     SHIPPED_PARAMS,
     TopicVectorsResource,
     centroid_in_space,
+    completed,
     in_spaces,
-    kept_embed,
+    lacks,
+    moved_to,
+    parts_of,
     space_dimension,
     to_shared,
 )
@@ -85,19 +90,28 @@ def store_vectors(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], vectors
 
 @dataclass
 class KeptCounts:
-    """Kept vectors made by a run."""
+    """Kept vectors made by a run, and kept vectors made earlier for one language that it
+    completed (a tenant's first cycle of two languages)."""
 
     made: int = 0
+    completed: int = 0
 
 
 def make_kept(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], texts: Sequence[str],
-              counts: KeptCounts | None = None) -> np.ndarray:
-    """Kept vectors of memories that have none, made once and stored on their nodes."""
-    kept = kept_embed(texts)
+              counts: KeptCounts | None = None, parts: Sequence[str] = PARTS,
+              partial: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
+    """Kept vectors with ``parts`` for memories that lack one, stored on their nodes. ``partial``:
+    a memory's stored kept vector, which gets only the parts it lacks: each model runs once per
+    memory."""
+    given = list(partial) if partial is not None else [None] * len(ids)
+    kept = np.stack([np.zeros(KEPT_DIMENSION, dtype=np.float32) if vector is None else vector
+                     for vector in given]) if ids else np.zeros((0, KEPT_DIMENSION), dtype=np.float32)
+    kept = completed(kept, texts, parts)
     if ids:
         store_vectors(neo4j, tenant, ids, kept, texts)
     if counts is not None:
-        counts.made += len(ids)
+        counts.made += sum(1 for vector in given if vector is None)
+        counts.completed += sum(1 for vector in given if vector is not None)
     return kept
 
 
@@ -126,22 +140,29 @@ class MemberStore:
         self.texts.update(zip(ids, texts, strict=True))
         self.vectors.update(zip(ids, vectors, strict=True))
 
-    def load(self, ids: Sequence[str]) -> None:
+    def load(self, ids: Sequence[str], texts: Mapping[str, str] | None = None) -> None:
+        """Vectors of ``ids`` in this space (``texts``: of memories the graph may not hold yet, a
+        plan's merged memories)."""
         missing = [i for i in ids if i not in self.vectors]
         if not missing:
             return
-        main, e5 = self.space == MAIN_SPACE, self.space in NEEDS_E5
+        main, kept = self.space == MAIN_SPACE, self.space in NEEDS_KEPT
         with self.neo4j.session() as session:
             found = session.execute_read(queries.read_members, self.tenant, missing, self.embedder.dimension,
-                                         main, e5)
-        parts = {space: {i: member.embedding if space == MAIN_SPACE else member.reorg_vector
+                                         main, kept)
+        found.update((i, queries.Member(texts[i], None, None)) for i in missing if i not in found and texts)
+        partial = {i: member.reorg_vector for i, member in found.items()
+                   if kept and member.reorg_vector is not None and lacks(member.reorg_vector, self.space)}
+        parts = {space: {i: member.embedding if space == MAIN_SPACE
+                         else None if i in partial else member.reorg_vector
                          for i, member in found.items()}
-                 for space, wanted in ((MAIN_SPACE, main), (E5_SPACE, e5)) if wanted}
+                 for space, wanted in ((MAIN_SPACE, main), (E5_SPACE, kept)) if wanted}
         stood = {i for i, vector in parts.get(E5_SPACE, {}).items() if vector is None and i in self.stand_in}
         for space, vectors in parts.items():
             unembedded = [i for i, vector in vectors.items() if vector is None and i not in stood]
             texts = [found[i].memory for i in unembedded]
-            made = (make_kept(self.neo4j, self.tenant, unembedded, texts, self.counts) if space == E5_SPACE
+            made = (make_kept(self.neo4j, self.tenant, unembedded, texts, self.counts, parts_of(self.space),
+                              [partial.get(i) for i in unembedded]) if space == E5_SPACE
                     else self.topic_vectors.embed(space, texts, self.embedder))
             vectors.update(zip(unembedded, made, strict=True))
         ids = [i for i in found if i not in stood]
@@ -158,8 +179,8 @@ class MemberStore:
             with self.neo4j.session() as session:
                 self.texts.update(session.execute_read(queries.read_texts, self.tenant, missing))
 
-    def matrix(self, ids: Sequence[str]) -> np.ndarray:
-        self.load(ids)
+    def matrix(self, ids: Sequence[str], texts: Mapping[str, str] | None = None) -> np.ndarray:
+        self.load(ids, texts)
         return np.array([self.vectors[i] for i in ids], dtype=np.float32).reshape(len(ids), self.dimension)
 
 
@@ -269,6 +290,8 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
     by space): offer its candidates to its topics (or, on rebuild, start over). With ``cross`` and
     ``vectors.cross_language`` a memory that fits no topic of its language may join the other's
     (``placement.plan_languages``): then a language with topics but no candidates is planned too.
+    A cycle of one language (or without offers) places in the one-language spaces, where no e5
+    pass is needed (``topic_vectors.ONE_LANGUAGE_SPACES``).
     Candidates without their topic-space vector (``embedding`` None) get it (routed by ``cascade``
     first when it is on). ``successors``: memories a planned dedup will archive, and what replaces
     each (``tidied``). ``advisor``: an LLM then places the memories the offline plan is unsure of
@@ -278,12 +301,14 @@ def plan_memory_type(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: 
     langs = [language(text) for text in candidates["memory"]]
     across = cross is not None and vectors.cross_language
     planned = sorted(set(langs) | ({topic_language(t) for t in stored} if across and langs else set()))
+    two_languages = across and len(planned) > 1
     sides: dict[str, _Side] = {}
     counts = counts if counts is not None else KeptCounts()
     for lang in planned:
         of_lang = candidates[[code == lang for code in langs]].reset_index(drop=True)
         sides[lang] = _Side(neo4j, embedder, vectors, tenant, lang, of_lang,
-                            [t for t in stored if topic_language(t) == lang], rebuild, cascade, counts)
+                            [t for t in stored if topic_language(t) == lang], rebuild, cascade, counts,
+                            two_languages)
     plans = plan_languages(
         {lang: LanguagePool({} if rebuild else side.before, side.ids, side.matrix, params[side.store.space],
                             side.store.matrix, to_shared(side.store.space))
@@ -308,12 +333,15 @@ class _Side:
     def __init__(self, neo4j: Neo4jResource, embedder: EmbedderResource, vectors: TopicVectorsResource,
                  tenant: str, lang: str, candidates: pd.DataFrame, stored: Sequence[queries.StoredTopic],
                  rebuild: bool = False, cascade: CascadeParams = CASCADE_PARAMS,
-                 counts: KeptCounts | None = None) -> None:
-        self.store = MemberStore(neo4j, embedder, tenant, vectors.space(lang), vectors, counts)
+                 counts: KeptCounts | None = None, two_languages: bool = True) -> None:
+        self.store = MemberStore(neo4j, embedder, tenant, vectors.space(lang, two_languages), vectors, counts)
         self.ids = candidates["id"].tolist()
         self.texts = candidates["memory"].tolist()
         # A stored and reloaded frame turns an all-None column into NaN: any scalar is "no vector yet".
-        rows = [None if np.ndim(vector) == 0 else vector for vector in candidates["embedding"]] if self.ids else []
+        given = [None if np.ndim(vector) == 0 else vector for vector in candidates["embedding"]] if self.ids else []
+        spaces = candidates["space"].tolist() if "space" in candidates else [self.store.space] * len(given)
+        rows = [None if vector is None else moved_to(vector, space, self.store.space)
+                for vector, space in zip(given, spaces, strict=True)]
         missing = [row for row, vector in enumerate(rows) if vector is None]
         self.routed: list[int] = missing if cascade.enabled else []
         self.routing: Routing | None = None
@@ -322,11 +350,9 @@ class _Side:
         if self.routed:
             made = self._route(neo4j, embedder, tenant, lang, candidates, self.before, cascade)
         else:
-            made = dict(zip(missing, in_spaces(
-                [self.store.space] * len(missing), [None] * len(missing),
-                list(make_kept(neo4j, tenant, [self.ids[row] for row in missing],
-                               [candidates["memory"].iloc[row] for row in missing], self.store.counts))),
-                strict=True))
+            made = dict(zip(missing, self.store.matrix([self.ids[row] for row in missing],
+                                                       {self.ids[row]: self.texts[row] for row in missing}),
+                            strict=True))
         for row, vector in made.items():
             rows[row] = vector
         self.matrix = (np.vstack(rows).astype(np.float32) if self.ids
@@ -355,7 +381,8 @@ class _Side:
         ids = [self.ids[self.routed[k]] for k in paid]
         texts = [candidates["memory"].iloc[self.routed[k]] for k in paid]
         real = dict(zip(paid, in_spaces([self.store.space] * len(paid), [None] * len(paid),
-                                        list(make_kept(neo4j, tenant, ids, texts, self.store.counts))),
+                                        list(make_kept(neo4j, tenant, ids, texts, self.store.counts,
+                                                       parts_of(self.store.space)))),
                         strict=True))
         means = {t: forest[t].vector_sum / max(forest[t].member_count, 1) for t in leaves}
         return {self.routed[k]: vector for k, vector in {**real, **impute(self.routing, means, real)}.items()}

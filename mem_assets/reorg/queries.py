@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from neo4j import ManagedTransaction
 
-from mem_assets.reorg.topic_vectors import is_kept_key, vector_key
+from mem_assets.reorg.topic_vectors import is_kept_key, present, vector_key
 from mem_resources.memory_queries import Bulk, live_memory, memory_text
 
 TOPIC_TYPE = "topic"
@@ -89,9 +89,10 @@ def read_orphans(tx: ManagedTransaction, tenant: str, memory_types: Sequence[str
 def _stored_vector(record: Any) -> np.ndarray | None:
     """The record's stored e5 vector if it was made from the record's text by the current model."""
     stored = record["reorg_vector"]
-    if stored is None or not is_kept_key(record["reorg_vector_key"], record["memory"]):
+    if stored is None:
         return None
-    return np.asarray(stored, dtype=np.float32)
+    vector = np.asarray(stored, dtype=np.float32)
+    return vector if is_kept_key(record["reorg_vector_key"], record["memory"], vector) else None
 
 
 def _orphan(record: Any, dimension: int) -> Orphan:
@@ -115,7 +116,7 @@ def store_reorg_vectors(tx: ManagedTransaction, tenant: str, ids: Sequence[str],
         RETURN count(m) AS stored
         """,
         tenant=tenant,
-        rows=Bulk({"id": i, "vector": v.astype(float).tolist(), "key": vector_key(text)}
+        rows=Bulk({"id": i, "vector": v.astype(float).tolist(), "key": vector_key(text, present(v))}
                   for i, v, text in zip(ids, vectors, texts, strict=True)),
     ).single()
     return record["stored"] if record else 0

@@ -15,7 +15,11 @@ where its vector from that language's encoder counts), made only for the memorie
 cascade sends on (``cascade``), is stored on its node (``placement_plan.make_kept``). Its e5 part
 is the ``query:`` vector, not the passage vector the dedup judge keeps (``judge_vector``): sharing
 the judge's would run e5 once per memory, but placed worse on every unseen set it was tried on
-(research/NOTES.md §2.7). It is stored with ``reorg_vector_key`` naming the models and a digest of
+(research/NOTES.md §2.7). Only cross-language offers read the e5 part, so a cycle of one language
+(a tenant of one language, or offers off) places in ``ONE_LANGUAGE_SPACES`` and makes kept vectors
+with only its own encoder's part (``PARTS``; the others zeros): no e5 pass, one encoder pass. A
+tenant's first cycle of two languages completes the kept vectors it reads (``completed``: only
+the missing parts are made) and recomputes its topics' centroids in the encoder spaces. It is stored with ``reorg_vector_key`` naming the models and a digest of
 the text it was made from: a vector whose key does not match — a merge rewrote the text, a model
 changed — is made again; later cycles read it back. Every topic's
 stored centroid names the space it is in (``reorg_centroid_space``); one of another space is
@@ -47,6 +51,10 @@ E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
 #: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
 KEPT_MODEL = "+".join([E5_SPACE, *(model.name for model in ENCODERS.values())])
+#: The kept vector's parts: e5 and each language's encoder. A part not made is zeros (a memory
+#: placed while its tenant's cycles held one language needs only its own encoder's part).
+PARTS: tuple[str, ...] = ("e5", *ENCODERS)
+_PART_TAGS = {"e5": E5_SPACE, **{language: model.name for language, model in ENCODERS.items()}}
 KEPT_DIMENSION = E5_DIMENSION + sum(model.dimension for model in ENCODERS.values())
 #: The configured embedder's own ``embedding`` property.
 MAIN_SPACE = "embedding"
@@ -56,11 +64,19 @@ COMBINED_WEIGHT = 1e-6
 #: recomputes centroids.
 ENCODER_SPACES: dict[str, str] = {language: f"{model.name}+{E5_SPACE}@{COMBINED_WEIGHT:g}"
                                   for language, model in ENCODERS.items()}
-_LANGUAGE_OF_SPACE = {space: language for language, space in ENCODER_SPACES.items()}
+#: Each language's encoder space in a cycle of one language: the encoder's cosines alone (the e5
+#: part, which only cross-language offers read, is zeros), so no e5 pass is needed. Within 2e-6
+#: of the encoder space's cosines (e5 weighs ``COMBINED_WEIGHT``): the same placements. A
+#: second language's first cycle recomputes the centroids in ``ENCODER_SPACES``.
+ONE_LANGUAGE_SPACES: dict[str, str] = {language: f"{model.name}@one-language" for language, model in ENCODERS.items()}
+_LANGUAGE_OF_SPACE = {space: language for spaces in (ENCODER_SPACES, ONE_LANGUAGE_SPACES)
+                      for language, space in spaces.items()}
 #: English's encoder space (the "combined space" of docs/reorg.md).
 COMBINED_SPACE = ENCODER_SPACES["en"]
-#: Spaces whose vectors need the kept vector.
+#: Spaces whose vectors need the kept vector with its e5 part.
 NEEDS_E5 = frozenset({E5_SPACE, *ENCODER_SPACES.values()})
+#: Spaces whose vectors need a kept vector (with or without e5).
+NEEDS_KEPT = NEEDS_E5 | frozenset(ONE_LANGUAGE_SPACES.values())
 #: Placed in the e5 space by default (``MEMTEND_TOPIC_E5_LANGUAGES``): none since the Chinese encoder.
 DEFAULT_E5_LANGUAGES: tuple[str, ...] = ()
 #: Placed in their encoder's space by default (``MEMTEND_TOPIC_COMBINED_LANGUAGES``).
@@ -71,7 +87,7 @@ def space_params(thresholds: PlacementThresholds) -> dict[str, PlacementParams]:
     """Each space's thresholds by its stored-centroid tag: both encoder spaces take the
     ``combined`` ones (research/studies/topic_zh_encoder_rule.md chose them for Chinese too)."""
     return {MAIN_SPACE: thresholds.embedder_params, E5_SPACE: thresholds.e5_params,
-            **dict.fromkeys(ENCODER_SPACES.values(), thresholds.combined_params)}
+            **dict.fromkeys([*ENCODER_SPACES.values(), *ONE_LANGUAGE_SPACES.values()], thresholds.combined_params)}
 
 
 #: Each space's shipped thresholds (``models/placement-thresholds.json``).
@@ -79,8 +95,8 @@ SHIPPED_PARAMS = space_params(SHIPPED)
 
 
 def _kept_slices() -> dict[str, slice]:
-    """Where each language's encoder vector sits in the kept vector (after e5's 384 floats)."""
-    slices, at = {}, E5_DIMENSION
+    """Where each part sits in the kept vector: e5's 384 floats, then each language's encoder."""
+    slices, at = {"e5": slice(0, E5_DIMENSION)}, E5_DIMENSION
     for language, model in ENCODERS.items():
         slices[language] = slice(at, at + model.dimension)
         at += model.dimension
@@ -97,10 +113,12 @@ def combine(main: np.ndarray, e5: np.ndarray, weight: float = COMBINED_WEIGHT) -
                       np.sqrt(weight) * normalize_rows(np.asarray(e5, dtype=np.float64))]).astype(np.float32)
 
 
-def space_of(language: str, e5_languages: Sequence[str], combined_languages: Sequence[str]) -> str:
-    """The topic space of ``language``: its encoder's, e5, else the embedder's."""
+def space_of(language: str, e5_languages: Sequence[str], combined_languages: Sequence[str],
+             two_languages: bool = True) -> str:
+    """The topic space of ``language``: its encoder's (without e5 in a cycle of one language,
+    ``two_languages`` False), e5, else the embedder's."""
     if language in combined_languages and language in ENCODER_SPACES:
-        return ENCODER_SPACES[language]
+        return ENCODER_SPACES[language] if two_languages else ONE_LANGUAGE_SPACES[language]
     return E5_SPACE if language in e5_languages else MAIN_SPACE
 
 
@@ -108,27 +126,73 @@ def is_encoder_space(space: str) -> bool:
     return space in _LANGUAGE_OF_SPACE
 
 
-def kept_embed(texts: Sequence[str]) -> np.ndarray:
-    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder."""
-    texts = list(texts)
-    parts = e5_query_embed(texts).reshape(len(texts), E5_DIMENSION)
-    return np.hstack([parts, *(topic_encoder_embed(texts, language) for language in ENCODERS)]).astype(np.float32)
+def kept_embed(texts: Sequence[str], parts: Sequence[str] = PARTS) -> np.ndarray:
+    """Kept vectors: e5 (``E5_SPACE``) ⊕ each language's topic encoder; a part not in ``parts``
+    is zeros."""
+    return completed(np.zeros((len(texts), KEPT_DIMENSION), dtype=np.float32), texts, parts)
+
+
+def completed(kept: np.ndarray, texts: Sequence[str], parts: Sequence[str] = PARTS) -> np.ndarray:
+    """Kept vectors with each of ``parts`` they lack made (only for the rows that lack it)."""
+    out = np.array(kept, dtype=np.float32).reshape(len(texts), KEPT_DIMENSION)
+    for part in parts:
+        rows = [row for row in range(len(texts)) if not out[row, _KEPT_SLICES[part]].any()]
+        if rows:
+            chosen = [texts[row] for row in rows]
+            out[rows, _KEPT_SLICES[part]] = (e5_query_embed(chosen) if part == "e5"
+                                             else topic_encoder_embed(chosen, part)).reshape(len(rows), -1)
+    return out
+
+
+def present(kept: np.ndarray) -> tuple[str, ...]:
+    """The parts a kept vector was made with."""
+    kept = np.asarray(kept)
+    return tuple(part for part in PARTS if kept[_KEPT_SLICES[part]].any())
+
+
+def parts_of(space: str) -> tuple[str, ...]:
+    """The kept parts ``space`` reads: a one-language space its encoder's; an encoder space all
+    (cross-language joins read the other language's encoder, offers e5); the e5 space e5."""
+    if space in ONE_LANGUAGE_SPACES.values():
+        return (_LANGUAGE_OF_SPACE[space],)
+    if is_encoder_space(space):
+        return PARTS
+    return ("e5",) if space == E5_SPACE else ()
+
+
+def lacks(kept: np.ndarray | None, space: str) -> bool:
+    """Whether a kept vector (None: none) lacks a part ``space`` reads."""
+    return kept is None or not set(parts_of(space)) <= set(present(kept))
 
 
 def in_spaces(spaces: Sequence[str], main: Sequence[np.ndarray | None],
               kept: Sequence[np.ndarray | None]) -> list[np.ndarray]:
     """Each row's vector in its space from its embedder (``main``) and kept (e5 ⊕ encoders) parts
-    (a part its space does not use may be None); each encoder space's rows are joined in one pass."""
+    (a part its space does not use may be None); each encoder space's rows are joined in one pass
+    (a one-language space with its e5 part zeros)."""
     chosen = [main[row] if space == MAIN_SPACE else np.asarray(kept[row])[:E5_DIMENSION]
               for row, space in enumerate(spaces)]
     for space, language in _LANGUAGE_OF_SPACE.items():
         joined = [row for row, of_row in enumerate(spaces) if of_row == space]
         if joined:
+            e5 = np.stack([np.asarray(kept[row])[_KEPT_SLICES["e5"]] for row in joined])
             both = combine(np.stack([np.asarray(kept[row])[_KEPT_SLICES[language]] for row in joined]),
-                           np.stack([np.asarray(kept[row])[:E5_DIMENSION] for row in joined]))
+                           e5 if space in NEEDS_E5 else np.zeros_like(e5))
             for row, vector in zip(joined, both, strict=True):
                 chosen[row] = vector
     return chosen
+
+
+def moved_to(vector: np.ndarray, space: str, target: str) -> np.ndarray | None:
+    """A vector of ``space`` in ``target``: the same vector, or an encoder space's without its e5
+    part in the language's one-language space (exact); None where it cannot be (no e5 to add)."""
+    if space == target:
+        return vector
+    if is_encoder_space(space) and space in NEEDS_E5 and target == ONE_LANGUAGE_SPACES[_LANGUAGE_OF_SPACE[space]]:
+        moved = np.array(vector, dtype=np.float32)
+        moved[-E5_DIMENSION:] = 0
+        return moved
+    return None
 
 
 def to_shared(space: str) -> Callable[[np.ndarray], np.ndarray] | None:
@@ -137,7 +201,7 @@ def to_shared(space: str) -> Callable[[np.ndarray], np.ndarray] | None:
     mean maps to the mean (an encoder space's e5 part, unscaled: cosines ignore the scale)."""
     if space == E5_SPACE:
         return _same
-    if is_encoder_space(space):
+    if space in NEEDS_E5:
         return _e5_half
     return None
 
@@ -180,8 +244,8 @@ class TopicVectorsResource(dg.ConfigurableResource):
         """Which memories are placed from the embedder's space without a kept vector (``cascade``)."""
         return self.thresholds().cascade_params
 
-    def space(self, language: str) -> str:
-        return space_of(language, self.e5_languages, self.combined_languages)
+    def space(self, language: str, two_languages: bool = True) -> str:
+        return space_of(language, self.e5_languages, self.combined_languages, two_languages)
 
     def embed(self, part: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
         """``texts``' vectors of one part, made afresh: the embedder's (``MAIN_SPACE``) or the kept
@@ -191,14 +255,15 @@ class TopicVectorsResource(dg.ConfigurableResource):
         return kept_embed(texts)
 
 
-def vector_key(text: str) -> str:
-    """What a kept vector was made from: the models and a digest of the text."""
-    return stored_vector_key(KEPT_MODEL, text)
+def vector_key(text: str, parts: Sequence[str] = PARTS) -> str:
+    """What a kept vector was made from: the models of its parts and a digest of the text (with
+    every part: ``KEPT_MODEL``)."""
+    return stored_vector_key("+".join(_PART_TAGS[part] for part in PARTS if part in parts), text)
 
 
-def is_kept_key(key: str | None, text: str) -> bool:
+def is_kept_key(key: str | None, text: str, kept: np.ndarray) -> bool:
     """Whether a stored kept vector's key says it was made from ``text`` by the current models."""
-    return key == vector_key(text)
+    return key == vector_key(text, present(kept))
 
 
 def space_dimension(space: str, main_dimension: int) -> int:

@@ -44,9 +44,10 @@ from mem_assets.reorg.summarizers import SummarizerResource, SummaryRequest, Top
 from mem_assets.reorg.topic_space import language as language_code
 from mem_assets.reorg.topic_vectors import (
     MAIN_SPACE,
-    NEEDS_E5,
+    NEEDS_KEPT,
     TopicVectorsResource,
     in_spaces,
+    lacks,
 )
 from mem_resources.embedder import EmbedderResource
 from mem_resources.graph_schema_adapter import OWN_HISTORY_PROPERTY
@@ -73,7 +74,7 @@ RENAMED = "renamed"
 
 # -- candidates -----------------------------------------------------------------------------------
 
-CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding", "cheap"]
+CANDIDATE_COLUMNS = ["id", "memory_type", "memory", "set_aside", "embedding", "cheap", "space"]
 
 
 class CandidateLoad(NamedTuple):
@@ -127,9 +128,9 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
         waiting_types = [count.memory_type for count in counts if count.memory_type not in eligible]
         waiting = (session.execute_write(queries.mark_waiting, tenant, waiting_types, AWAITING_BATCH) if write
                    else sum(c.fresh for c in counts if c.memory_type in waiting_types))
-    spaces = [vectors.space(language_code(orphan.memory)) for orphan in rows]
+    spaces = [_space(vectors, orphan) for orphan in rows]
     unvectored = sorted((rows[row].memory_type, rows[row].id) for row, space in enumerate(spaces)
-                        if space in NEEDS_E5 and rows[row].reorg_vector is None)
+                        if space in NEEDS_KEPT and not _usable(rows[row], space))
     later = {mid for _, mid in unvectored[e5_max:]} if e5_max is not None else set()
     if later:
         kept = [row for row, orphan in enumerate(rows) if orphan.id not in later]
@@ -143,7 +144,7 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
                            strict=True):
         cheap[row] = vector
     ready = [row for row, (orphan, space) in enumerate(zip(rows, spaces, strict=True))
-             if space not in NEEDS_E5 or orphan.reorg_vector is not None]
+             if space not in NEEDS_KEPT or _usable(orphan, space)]
     chosen: list[np.ndarray | None] = [None] * len(rows)
     for row, vector in zip(ready, in_spaces([spaces[row] for row in ready], [cheap[row] for row in ready],
                                             [rows[row].reorg_vector for row in ready]), strict=True):
@@ -153,11 +154,29 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
                          columns=CANDIDATE_COLUMNS[:4])
     frame["embedding"] = pd.Series(chosen, index=frame.index, dtype=object)
     frame["cheap"] = pd.Series(cheap, index=frame.index, dtype=object)
+    frame["space"] = pd.Series([space if vector is not None else None for space, vector in zip(spaces, chosen, strict=True)],
+                               index=frame.index, dtype=object)
     frame = frame.sort_values(["memory_type", "id"], kind="stable", ignore_index=True)
     table = pd.DataFrame([vars(count) for count in counts],
                          columns=["memory_type", "fresh", "set_aside", "deferred"])
     table["eligible"] = table["memory_type"].isin(eligible)
     return CandidateLoad(frame, table, len(unembedded), waiting, len(later))
+
+
+def _space(vectors: TopicVectorsResource, orphan: Orphan) -> str:
+    """The space a candidate's vector is given in: its language's (``TopicVectorsResource.space``),
+    or the one-language space when its kept vector was made for that one (planning moves it to
+    the cycle's space, completing it for a cycle of two languages)."""
+    lang = language_code(orphan.memory)
+    space = vectors.space(lang)
+    if orphan.reorg_vector is not None and lacks(orphan.reorg_vector, space):
+        alone = vectors.space(lang, two_languages=False)
+        return space if lacks(orphan.reorg_vector, alone) else alone
+    return space
+
+
+def _usable(orphan: Orphan, space: str) -> bool:
+    return not lacks(orphan.reorg_vector, space)
 
 
 def _counts_after(counts: Sequence[queries.OrphanCount], orphans: Sequence[Orphan],
