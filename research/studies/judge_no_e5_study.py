@@ -19,16 +19,15 @@ import argparse
 import json
 import pickle
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 
 from mem_assets.dedup.offline_judge_features import DEEP_FEATURE_NAMES, FEATURE_NAMES, PairFeaturizer
-from mem_assets.dedup.offline_judge_model import both_chinese
 from mem_resources import bge
 from mem_resources.embedder import e5_embed, e5_query_embed, wordllama_embed
 from mem_resources.settings import load_settings
+from research.studies.judge_query_v13_study import _cached, log, train_report
 from research.training import judge_trees as jt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,18 +38,6 @@ TODAY_FEATURES = {"A": Path("/tmp/judge_query_v13_cache/passage/features.pkl"),
 DEEP_EMBED = {"A": e5_embed, "B": e5_query_embed, "C": None}
 V13_FILE_COMMIT = "14d165c^"
 DEEP = slice(len(FEATURE_NAMES), len(FEATURE_NAMES) + len(DEEP_FEATURE_NAMES))
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def _cached(path: Path, make):
-    if path.exists():
-        return pickle.loads(path.read_bytes())
-    value = make()
-    path.write_bytes(pickle.dumps(value))
-    return value
 
 
 def v13_rows() -> list[dict]:
@@ -118,15 +105,7 @@ class Recipe:
         log(f"{self.name}: done")
 
     def evaluate(self) -> dict:
-        runs = [self.shuffle(seed) for seed in jt.SHUFFLES]
-        _, real_truth, real_probabilities, real_chinese = self.final()
-        cv_thresholds = jt.choose_thresholds(np.vstack(runs), np.tile(self.truth, len(runs)))
-        thresholds = jt.real_conversation_threshold(real_probabilities, real_truth, real_chinese, cv_thresholds)
-        scores = jt.cv_scores(self.rows, runs, thresholds, both_chinese(self.features[0]))
-        real_report = jt.real_conversation_report(
-            real_truth, jt.apply_model_thresholds(real_probabilities, thresholds, real_chinese))
-        return {"train_pairs": len(self.rows), "easy_negatives": jt.EASY_NEGATIVES, "cv_thresholds": cv_thresholds,
-                **scores, "real_conversation_train": real_report, "thresholds": thresholds}
+        return train_report(self.rows, self.features[0], [self.shuffle(seed) for seed in jt.SHUFFLES], self.final())
 
 
 def means(report: dict) -> dict[str, float]:

@@ -108,15 +108,21 @@ class Recipe:
     def evaluate(self, seeds: tuple[int, ...]) -> dict:
         """What ``train`` reports for these shuffles: thresholds on their pooled out-of-fold rows,
         raised on the real-conversation pairs, each shuffle scored at the final thresholds."""
-        runs = [self.shuffle(seed) for seed in seeds]
-        _, real_truth, real_probabilities, real_chinese = self.final
-        cv_thresholds = jt.choose_thresholds(np.vstack(runs), np.tile(self.truth, len(runs)))
-        thresholds = jt.real_conversation_threshold(real_probabilities, real_truth, real_chinese, cv_thresholds)
-        scores = jt.cv_scores(self.rows, runs, thresholds, both_chinese(self.features[0]))
-        real_report = jt.real_conversation_report(
-            real_truth, jt.apply_model_thresholds(real_probabilities, thresholds, real_chinese))
-        return {"train_pairs": len(self.rows), "easy_negatives": jt.EASY_NEGATIVES, "cv_thresholds": cv_thresholds,
-                **scores, "real_conversation_train": real_report, "thresholds": thresholds}
+        return train_report(self.rows, self.features[0], [self.shuffle(seed) for seed in seeds], self.final)
+
+
+def train_report(rows: list[dict], features: np.ndarray, runs: list[np.ndarray], final: tuple) -> dict:
+    """What ``judge_trees.train`` reports for these out-of-fold runs and final fit (model, real
+    truth, real probabilities, real Chinese rows)."""
+    truth = np.array([r["label"] for r in rows])
+    _, real_truth, real_probabilities, real_chinese = final
+    cv_thresholds = jt.choose_thresholds(np.vstack(runs), np.tile(truth, len(runs)))
+    thresholds = jt.real_conversation_threshold(real_probabilities, real_truth, real_chinese, cv_thresholds)
+    scores = jt.cv_scores(rows, runs, thresholds, both_chinese(features))
+    real_report = jt.real_conversation_report(
+        real_truth, jt.apply_model_thresholds(real_probabilities, thresholds, real_chinese))
+    return {"train_pairs": len(rows), "easy_negatives": jt.EASY_NEGATIVES, "cv_thresholds": cv_thresholds,
+            **scores, "real_conversation_train": real_report, "thresholds": thresholds}
 
 
 def means(runs: list[dict]) -> dict[str, float]:
