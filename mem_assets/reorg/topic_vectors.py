@@ -4,7 +4,7 @@ Chinese and English memories never share a space (``PlacementParams.split_langua
 language uses its own. By default (``MEMTEND_TOPIC_COMBINED_LANGUAGES=en,zh``) each language's
 topics live in its **encoder space**: the vector of that language's **topic encoder** (bge-small
 fine-tuned on labeled themes, ``topic_encoder``) joined with the memory's multilingual-e5-small
-passage vector at weight 1e-6, so cosines there are the encoder's while a mean still maps to the
+``query:`` vector at weight 1e-6, so cosines there are the encoder's while a mean still maps to the
 e5 space all languages share (cross-language offers). English got its encoder on 2026-12-03
 (docs/reorg.md, "Topic encoder"), Chinese later that day ("A Chinese topic encoder"); before
 that Chinese topics lived in plain e5 space (``MEMTEND_TOPIC_E5_LANGUAGES``, still available).
@@ -19,8 +19,9 @@ the judge's would run e5 once per memory, but placed worse on every unseen set i
 (a tenant of one language, or offers off) places in ``ONE_LANGUAGE_SPACES`` and makes kept vectors
 with only its own encoder's part (``PARTS``; the others zeros): no e5 pass, one encoder pass. A
 tenant's first cycle of two languages completes the kept vectors it reads (``completed``: only
-the missing parts are made) and recomputes its topics' centroids in the encoder spaces. It is stored with ``reorg_vector_key`` naming the models and a digest of
-the text it was made from: a vector whose key does not match — a merge rewrote the text, a model
+the missing parts are made) and recomputes its topics' centroids in the encoder spaces. A kept
+vector is stored with ``reorg_vector_key`` naming the models of its parts and a digest of the
+text it was made from: a vector whose key does not match — a merge rewrote the text, a model
 changed — is made again; later cycles read it back. Every topic's
 stored centroid names the space it is in (``reorg_centroid_space``); one of another space is
 recomputed from its members' vectors, never compared across spaces.
@@ -49,11 +50,10 @@ from mem_resources.embedder import (
 #: worse: fresh5, unseen, purity 0.602 -> 0.585 with re-tuned cross-language offers).
 E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
-#: The kept vector's model tag (e5 ⊕ the encoders): a change of any model re-embeds kept vectors.
-KEPT_MODEL = "+".join([E5_SPACE, *(model.name for model in ENCODERS.values())])
 #: The kept vector's parts: e5 and each language's encoder. A part not made is zeros (a memory
 #: placed while its tenant's cycles held one language needs only its own encoder's part).
 PARTS: tuple[str, ...] = ("e5", *ENCODERS)
+#: Each part's model tag, in its stored key: a change of any model makes that part again.
 _PART_TAGS = {"e5": E5_SPACE, **{language: model.name for language, model in ENCODERS.items()}}
 KEPT_DIMENSION = E5_DIMENSION + sum(model.dimension for model in ENCODERS.values())
 #: The configured embedder's own ``embedding`` property.
@@ -256,8 +256,7 @@ class TopicVectorsResource(dg.ConfigurableResource):
 
 
 def vector_key(text: str, parts: Sequence[str] = PARTS) -> str:
-    """What a kept vector was made from: the models of its parts and a digest of the text (with
-    every part: ``KEPT_MODEL``)."""
+    """What a kept vector was made from: the models of its parts and a digest of the text."""
     return stored_vector_key("+".join(_PART_TAGS[part] for part in PARTS if part in parts), text)
 
 
