@@ -104,9 +104,10 @@ def synthetic_texts(n: int, seed: int = 1, english_only: bool = False) -> list[s
         return [o for o in options if not english_only or o.isascii()]
 
     subjects, times = kept(SUBJECTS), kept(TIMES)
+    activities = {topic: kept(options) for topic, options in ACTIVITIES.items()}
     texts = []
     for i in range(n):
-        activity = rng.choice(kept(ACTIVITIES[rng.choice(topics)]))
+        activity = rng.choice(activities[rng.choice(topics)])
         filled = activity.format(**{slot: rng.choice(values) for slot, values in FILLERS.items()})
         texts.append(f"{rng.choice(subjects)} {filled} {rng.choice(times)} (#{i})")
     return texts

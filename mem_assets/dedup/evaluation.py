@@ -127,7 +127,7 @@ def evaluate(rows: Iterable[dict], embedder: EmbedderResource, judge: JudgeResou
         "guarded": sum(g is not j for g, j in zip(judgments, answers, strict=True)),
         "judge_calls": usage.calls,
         "pairs_routed_to_llm": sum(j.routed for j in judgments),
-        "pairs_routed_carried": sum(j.routed and j.carried is not None for j in judgments),
+        "pairs_routed_carried": sum(j.routed_carried for j in judgments),
         "decided_by_llm": sum(j.stage == "llm" and not (j.failed or j.deferred) for j in judgments),
         "pairs_by_stage": {stage: sum(j.cascade == stage for j in judgments) for stage in get_args(CascadeStage)},
         "middle_stage_changed": sum(j.cascade == "middle" and j.changed for j in judgments),

@@ -189,7 +189,7 @@ def judge_pairs(pairs: pd.DataFrame, judge: JudgeResource,
                                            and (v.restated or (v.label != "independent") != v.doubtful)
                                            for v in done.values()),
                            llm_restated=sum(v.restated for v in done.values()),
-                           pairs_carried=sum(v.routed and v.carried is not None for v in fresh.values()),
+                           pairs_carried=sum(v.routed_carried for v in fresh.values()),
                            llm_overruled=sum(v.routed and v.stage == "offline" for v in done.values()),
                            over_budget_pairs=len(over),
                            over_budget_nodes=sum(any(j.over_budget for j in judged) for judged in results))

@@ -99,6 +99,11 @@ class Judgment:
     carried: float | None = None
 
     @property
+    def routed_carried(self) -> bool:
+        """Sent to the LLM for its carried share alone (``RoutedJudge.near_carried``)."""
+        return self.routed and self.carried is not None
+
+    @property
     def changed(self) -> bool:
         """A later stage of the offline cascade decided otherwise than the stage before it would
         have: the middle stage than the fast model, the accurate stage than the middle model (the

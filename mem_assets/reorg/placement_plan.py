@@ -163,7 +163,7 @@ class MemberStore:
             texts = [found[i].memory for i in unembedded]
             made = (make_kept(self.neo4j, self.tenant, unembedded, texts, self.counts, parts_of(self.space),
                               [partial.get(i) for i in unembedded]) if space == E5_SPACE
-                    else self.topic_vectors.embed(space, texts, self.embedder))
+                    else self.embedder.embed(texts))
             vectors.update(zip(unembedded, made, strict=True))
         ids = [i for i in found if i not in stood]
         self.texts.update((i, found[i].memory) for i in found)

@@ -40,7 +40,6 @@ from mem_assets.reorg.placement_thresholds import SHIPPED, PlacementThresholds
 from mem_assets.reorg.topic_encoder import ENCODERS, topic_encoder_embed
 from mem_resources.embedder import (
     E5_QUERY_SPACE,
-    EmbedderResource,
     e5_query_embed,
     normalize_rows,
     stored_vector_key,
@@ -136,8 +135,8 @@ def completed(kept: np.ndarray, texts: Sequence[str], parts: Sequence[str] = PAR
     """Kept vectors with each of ``parts`` they lack made (only for the rows that lack it)."""
     out = np.array(kept, dtype=np.float32).reshape(len(texts), KEPT_DIMENSION)
     for part in parts:
-        rows = [row for row in range(len(texts)) if not out[row, _KEPT_SLICES[part]].any()]
-        if rows:
+        rows = np.flatnonzero(~out[:, _KEPT_SLICES[part]].any(axis=1))
+        if len(rows):
             chosen = [texts[row] for row in rows]
             out[rows, _KEPT_SLICES[part]] = (e5_query_embed(chosen) if part == "e5"
                                              else topic_encoder_embed(chosen, part)).reshape(len(rows), -1)
@@ -188,7 +187,7 @@ def moved_to(vector: np.ndarray, space: str, target: str) -> np.ndarray | None:
     part in the language's one-language space (exact); None where it cannot be (no e5 to add)."""
     if space == target:
         return vector
-    if is_encoder_space(space) and space in NEEDS_E5 and target == ONE_LANGUAGE_SPACES[_LANGUAGE_OF_SPACE[space]]:
+    if space in ENCODER_SPACES.values() and target == ONE_LANGUAGE_SPACES[_LANGUAGE_OF_SPACE[space]]:
         moved = np.array(vector, dtype=np.float32)
         moved[-E5_DIMENSION:] = 0
         return moved
@@ -246,13 +245,6 @@ class TopicVectorsResource(dg.ConfigurableResource):
 
     def space(self, language: str, two_languages: bool = True) -> str:
         return space_of(language, self.e5_languages, self.combined_languages, two_languages)
-
-    def embed(self, part: str, texts: Sequence[str], embedder: EmbedderResource) -> np.ndarray:
-        """``texts``' vectors of one part, made afresh: the embedder's (``MAIN_SPACE``) or the kept
-        vectors (``E5_SPACE``: e5 ⊕ topic encoders); ``in_spaces`` turns parts into a space's vectors."""
-        if part == MAIN_SPACE:
-            return embedder.embed(list(texts))
-        return kept_embed(texts)
 
 
 def vector_key(text: str, parts: Sequence[str] = PARTS) -> str:

@@ -43,7 +43,6 @@ from mem_assets.reorg.queries import Orphan
 from mem_assets.reorg.summarizers import SummarizerResource, SummaryRequest, TopicSummary
 from mem_assets.reorg.topic_space import language as language_code
 from mem_assets.reorg.topic_vectors import (
-    MAIN_SPACE,
     NEEDS_KEPT,
     TopicVectorsResource,
     in_spaces,
@@ -140,7 +139,7 @@ def load_candidates(neo4j: Neo4jResource, embedder: EmbedderResource, vectors: T
                 session.execute_write(queries.mark_deferred, tenant, sorted(later))
     cheap: list[np.ndarray | None] = [orphan.embedding for orphan in rows]
     unembedded = [row for row, vector in enumerate(cheap) if vector is None]
-    for row, vector in zip(unembedded, vectors.embed(MAIN_SPACE, [rows[row].memory for row in unembedded], embedder),
+    for row, vector in zip(unembedded, embedder.embed([rows[row].memory for row in unembedded]),
                            strict=True):
         cheap[row] = vector
     ready = [row for row, (orphan, space) in enumerate(zip(rows, spaces, strict=True))
