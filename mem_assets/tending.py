@@ -51,11 +51,14 @@ _worker_instance: dg.DagsterInstance | None = None
 
 def _share_cores(threads: int) -> None:
     """Worker initializer: OpenMP libraries loaded later read the variable, those already loaded
-    are told through threadpoolctl."""
+    are told through threadpoolctl, onnxruntime sessions made later through ``bge.share_cores``."""
     from threadpoolctl import threadpool_limits
+
+    from mem_resources import bge
 
     os.environ["OMP_NUM_THREADS"] = str(threads)
     threadpool_limits(limits=threads)
+    bge.share_cores(threads)
 
 
 def _tend_in_worker(tenant: str, verbose: bool) -> TendOutcome:

