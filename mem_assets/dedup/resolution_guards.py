@@ -16,6 +16,9 @@ merge or a supersede, and two texts equal after normalisation are never guarded.
   ("his car") — "does not own a car" / "thinks cars waste money".
 - ``several``: one of the same kind under two names — "has a cat named Luna" / "has a cat named
   Milo" (two cats, not a rename), "我有一只叫咪咪的猫" / "我有一只叫球球的猫".
+- ``stage``: a redundancy between a plan or a thing under way and its completion — "用户正在准备
+  CKA 考试" / "用户通过了 CKA 考试", "is preparing for the exam" / "passed the exam": a later stage,
+  not the same fact told twice.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from mem_assets.dedup.relations import Label
 from mem_resources.memory_model import normalize_text
 from mem_resources.text import chinese_tagged
 
-GUARDS = "resolution-guards-v3"
+GUARDS = "resolution-guards-v4"
 """Versions the guards; part of the judgment cache key, so a change re-judges cached pairs."""
 
 _USER = "@user"
@@ -638,6 +641,36 @@ def several_of_a_kind(a: str, b: str) -> str | None:
     return f"one {one[0]!r} named {one[1]!r}, one named {other[1]!r}: one may have several"
 
 
+_EN_PLAN = re.compile(
+    r"\b(?:preparing|prepares|prepare|planning|plans|plan to|planned to|going to|gonna|will|intends?|intending|"
+    r"hopes? to|hoping to|wants? to|wanting to|studying for|signed up|registered for|applying|applied for|about to|"
+    r"scheduled)\b", re.IGNORECASE)
+_EN_DONE = re.compile(r"\b(?:passed|finished|completed|graduated|earned|obtained|achieved|"
+                      r"got (?:the|a|an|his|her|their|my))\b", re.IGNORECASE)
+_ZH_PLAN = re.compile(r"正在准备|准备|打算|计划|想要|将要|将会|即将|要去|备考|报名|正在申请|申请|考虑|期待")
+_ZH_DONE = re.compile(r"通过了|完成了|拿到了|考过了|考完了|毕业了|获得了|取得了|已经通过|已经完成|已经拿到|顺利通过|成功")
+
+
+_STAGES = {"plan": "a plan or a thing under way", "done": "a completion"}
+
+
+def _stage(text: str) -> str | None:
+    """"plan" when ``text`` says a thing is planned or under way, "done" when it says it was
+    completed, None when it says neither or both."""
+    plan, done = (_ZH_PLAN, _ZH_DONE) if _CJK.search(text) else (_EN_PLAN, _EN_DONE)
+    planned, completed = bool(plan.search(text)), bool(done.search(text))
+    return None if planned == completed else ("plan" if planned else "done")
+
+
+def other_stage(a: str, b: str) -> str | None:
+    """Why (older ``a``, newer ``b``) are not one fact told twice, or None: one states a plan or
+    a thing under way, the other its completion."""
+    sa, sb = _stage(a), _stage(b)
+    if sa is None or sb is None or sa == sb:
+        return None
+    return f"the older memory states {_STAGES[sa]}, the newer {_STAGES[sb]}: another stage, not a restatement"
+
+
 @dataclass(frozen=True)
 class Guarded:
     """A judge's label after the guards: ``guard`` names the guard that changed it (else None)."""
@@ -657,6 +690,10 @@ def check(a: str, b: str, label: str) -> Guarded:
     why = several_of_a_kind(a, b)
     if why:
         return Guarded("independent", "several", why)
+    if label == "redundant":
+        why = other_stage(a, b)
+        if why:
+            return Guarded("independent", "stage", why)
     if label == "contradictory":
         why = other_attribute(a, b)
         if why:
