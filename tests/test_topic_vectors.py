@@ -23,6 +23,7 @@ from mem_assets.reorg.topic_vectors import (
     ENCODER_SPACES,
     KEPT_DIMENSION,
     ONE_LANGUAGE_SPACES,
+    PARTS,
     TopicVectorsResource,
     in_spaces,
     is_kept_key,
@@ -69,6 +70,19 @@ def _stored(neo4j: Neo4jResource, tenant: str) -> dict[str, tuple[str | None, li
     return {row["memory"]: (row["key"], row["vector"]) for row in rows}
 
 
+def _offered_abroad(stored: dict[str, tuple[str | None, list[float] | None]], texts: list[str]) -> list[str]:
+    """The texts whose kept vector has the other language's encoder part: made only when the
+    memory was offered to that language's topics. Every other text's names e5 and its own
+    language's encoder."""
+    own = {text: vector_key(text, ("e5", language(text))) for text in texts}
+    assert all(stored[text][0] in (own[text], vector_key(text, PARTS)) for text in texts)
+    return [text for text in texts if stored[text][0] != own[text]]
+
+
+def _items(passes: dict, model: str) -> int:
+    return passes[model].items if model in passes else 0
+
+
 def _topics(neo4j: Neo4jResource, tenant: str) -> list[dict]:
     with neo4j.session() as session:
         return session.run(
@@ -110,10 +124,16 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
     write_memories(neo4j, tenant, first + english)
     result = run_reorg(neo4j, tenant, instance, topic_vectors=CASCADE_OFF)
     assert result.success
-    assert materialization_metadata(result, "memory_clusters")["kept_vectors_made"] == len(first + english)
+    made = materialization_metadata(result, "memory_clusters")
+    assert made["kept_vectors_made"] == len(first + english)
     stored = _stored(neo4j, tenant)
-    assert all(stored[text][0] == vector_key(text) and len(stored[text][1]) == KEPT_DIMENSION
-               for text in first + english)
+    assert all(len(stored[text][1]) == KEPT_DIMENSION for text in first + english)
+    abroad = _offered_abroad(stored, first + english)
+    passes = from_metadata(made)
+    assert passes["e5 query"].items == len(first + english)
+    assert passes["topic-encoder-zh-v1"].items == len(first) + sum(text in abroad for text in english)
+    assert _items(passes, "topic-encoder-v1") == len(english) + sum(text in abroad for text in first)
+    assert sum(text in abroad for text in first) < len(first), "the English encoder only for offered memories"
     topics = _topics(neo4j, tenant)
     chinese = [t for t in topics if t["language"] == "zh"]
     chinese_space = ENCODER_SPACES["zh"]
@@ -134,9 +154,14 @@ def test_e5_vectors_are_made_once_and_reused_by_later_cycles(neo4j, tenant, inst
     assert materialization_metadata(rebuild, "memory_clusters")["kept_vectors_made"] == 1, \
         "only the memory whose text changed is embedded again"
     final = _stored(neo4j, tenant)
-    assert final[rewritten][0] == vector_key(rewritten)
-    assert {text: final[text] for text in final if text != rewritten} == \
-        {text: after[text] for text in after if text != first[0]}
+    _offered_abroad(final, [rewritten])
+    kept = [text for text in after if text != first[0]]
+    assert set(kept) == set(final) - {rewritten}
+    completed = [text for text in kept if final[text] != after[text]]
+    assert set(completed) <= set(_offered_abroad(final, kept)), "a kept vector changes only to gain a part"
+    for text in completed:
+        before, now = np.asarray(after[text][1]), np.asarray(final[text][1])
+        assert np.array_equal(now[before != 0], before[before != 0])
 
 
 def test_a_clear_memory_is_placed_without_the_models_and_an_uncertain_one_pays(neo4j, tenant, instance, tmp_path):
@@ -272,12 +297,14 @@ def test_a_tenant_of_one_language_pays_no_e5_until_a_second_language_arrives(neo
     assert second.success
     made = materialization_metadata(second, "memory_clusters")
     passes = from_metadata(made)
-    assert (made["kept_vectors_made"], made["kept_vectors_completed"]) == (len(chinese), len(english))
-    assert passes["e5 query"].items == len(chinese) + len(english), "each memory's e5 part made once"
-    assert passes["topic-encoder-v1"].items == len(chinese), "the English memories' English part is kept"
-    assert passes["topic-encoder-zh-v1"].items == len(chinese) + len(english)
     stored = _stored(neo4j, tenant)
-    assert all(stored[text][0] == vector_key(text) for text in english + chinese)
+    abroad = _offered_abroad(stored, english + chinese)
+    assert len(abroad) < len(english + chinese), "the other language's encoder only for offered memories"
+    assert (made["kept_vectors_made"], made["kept_vectors_completed"]) == (len(chinese), len(english) + len(abroad))
+    assert passes["e5 query"].items == len(chinese) + len(english), "each memory's e5 part made once"
+    assert _items(passes, "topic-encoder-v1") == sum(text in abroad for text in chinese), \
+        "the English memories' English part is kept"
+    assert passes["topic-encoder-zh-v1"].items == len(chinese) + sum(text in abroad for text in english)
     written = {row["space"] for row in second.output_for_node("memory_clusters").to_dict("records")
                if row["kind"] == "topic"}
     assert written and written <= {ENCODER_SPACES["en"], ENCODER_SPACES["zh"]}

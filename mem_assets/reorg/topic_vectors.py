@@ -10,9 +10,11 @@ e5 space all languages share (cross-language offers). English got its encoder on
 that Chinese topics lived in plain e5 space (``MEMTEND_TOPIC_E5_LANGUAGES``, still available).
 
 Each memory is run through each model at most once: its **kept vector** (``reorg_vector``: e5 ⊕
-English encoder ⊕ Chinese encoder, 1,280 floats — a memory may join the other language's topic,
-where its vector from that language's encoder counts), made only for the memories the placement
-cascade sends on (``cascade``), is stored on its node (``placement_plan.make_kept``). Its e5 part
+English encoder ⊕ Chinese encoder, 1,280 floats), made only for the memories the placement
+cascade sends on (``cascade``), is stored on its node (``placement_plan.make_kept``). A space
+reads two parts, e5 and its language's encoder (``parts_of``), so a memory gets the other
+language's encoder part only when it is offered to that language's topics (as a guest of its
+space, ``MemberStore.load`` completing it) — the only place that part is read. Its e5 part
 is the ``query:`` vector, not the passage vector the dedup judge keeps (``judge_vector``): sharing
 the judge's would run e5 once per memory, but placed worse on every unseen set it was tried on
 (research/NOTES.md §2.7). Only cross-language offers read the e5 part, so a cycle of one language
@@ -50,6 +52,7 @@ from mem_resources.embedder import (
 E5_SPACE = E5_QUERY_SPACE
 E5_DIMENSION = 384
 #: The kept vector's parts: e5 and each language's encoder. A part not made is zeros (a memory
+#: never offered to the other language's topics needs no part of that language's encoder; one
 #: placed while its tenant's cycles held one language needs only its own encoder's part).
 PARTS: tuple[str, ...] = ("e5", *ENCODERS)
 #: Each part's model tag, in its stored key: a change of any model makes that part again.
@@ -150,12 +153,13 @@ def present(kept: np.ndarray) -> tuple[str, ...]:
 
 
 def parts_of(space: str) -> tuple[str, ...]:
-    """The kept parts ``space`` reads: a one-language space its encoder's; an encoder space all
-    (cross-language joins read the other language's encoder, offers e5); the e5 space e5."""
+    """The kept parts a vector of ``space`` is made from (``in_spaces``): a one-language space its
+    encoder's; an encoder space e5 (offers) and its language's encoder, whatever the member's own
+    language; the e5 space e5."""
     if space in ONE_LANGUAGE_SPACES.values():
         return (_LANGUAGE_OF_SPACE[space],)
     if is_encoder_space(space):
-        return PARTS
+        return ("e5", _LANGUAGE_OF_SPACE[space])
     return ("e5",) if space == E5_SPACE else ()
 
 
