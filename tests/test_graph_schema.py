@@ -101,7 +101,8 @@ def test_a_tenant_export_reads_its_own_nodes_only(neo4j, instance, tmp_path, ten
     operators = _operators(plan)
     assert "AllNodesScan" not in {name for name, _ in operators}
     seeks = " ".join(details for name, details in operators if name == "NodeIndexSeek")
-    assert all(f"n:{label}(user_name)" in seeks for label in TENANT_SCOPED_LABELS)
+    assert all(f"n:{label}(user_name)" in seeks for label in (*TENANT_SCOPED_LABELS, "Node"))
+    assert ("NodeByLabelScan", "n:Node") not in operators, "memtend's own seed label is read by tenant"
     assert ("NodeByLabelScan", "n:WriterNote") in operators
     [note] = [n for n in schema_doc.export_document(neo4j, tenant).node_types if ":WriterNote" in n.labels]
     assert note.count == 1
