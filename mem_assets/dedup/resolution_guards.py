@@ -649,8 +649,6 @@ _EN_DONE = re.compile(r"\b(?:passed|finished|completed|graduated|earned|obtained
                       r"got (?:the|a|an|his|her|their|my))\b", re.IGNORECASE)
 _ZH_PLAN = re.compile(r"正在准备|准备|打算|计划|想要|将要|将会|即将|要去|备考|报名|正在申请|申请|考虑|期待")
 _ZH_DONE = re.compile(r"通过了|完成了|拿到了|考过了|考完了|毕业了|获得了|取得了|已经通过|已经完成|已经拿到|顺利通过|成功")
-
-
 _STAGES = {"plan": "a plan or a thing under way", "done": "a completion"}
 
 

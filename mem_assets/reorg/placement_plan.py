@@ -36,7 +36,6 @@ from mem_assets.reorg.topic_vectors import (
     KEPT_DIMENSION,
     MAIN_SPACE,
     NEEDS_KEPT,
-    PARTS,
     SHIPPED_PARAMS,
     TopicVectorsResource,
     centroid_in_space,
@@ -97,16 +96,15 @@ class KeptCounts:
     completed: int = 0
 
 
-def make_kept(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], texts: Sequence[str],
-              counts: KeptCounts | None = None, parts: Sequence[str] = PARTS,
-              partial: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
-    """Kept vectors with ``parts`` for memories that lack one, stored on their nodes. ``partial``:
-    a memory's stored kept vector, which gets only the parts it lacks: each model runs once per
-    memory."""
+def make_kept(neo4j: Neo4jResource, tenant: str, ids: Sequence[str], texts: Sequence[str], space: str,
+              counts: KeptCounts | None = None, partial: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
+    """Kept vectors with the parts ``space`` reads (``parts_of``) for memories that lack one,
+    stored on their nodes. ``partial``: a memory's stored kept vector, which gets only the parts
+    it lacks: each model runs once per memory."""
     given = list(partial) if partial is not None else [None] * len(ids)
     kept = np.stack([np.zeros(KEPT_DIMENSION, dtype=np.float32) if vector is None else vector
                      for vector in given]) if ids else np.zeros((0, KEPT_DIMENSION), dtype=np.float32)
-    kept = completed(kept, texts, parts)
+    kept = completed(kept, texts, parts_of(space))
     if ids:
         store_vectors(neo4j, tenant, ids, kept, texts)
     if counts is not None:
@@ -161,7 +159,7 @@ class MemberStore:
         for space, vectors in parts.items():
             unembedded = [i for i, vector in vectors.items() if vector is None and i not in stood]
             texts = [found[i].memory for i in unembedded]
-            made = (make_kept(self.neo4j, self.tenant, unembedded, texts, self.counts, parts_of(self.space),
+            made = (make_kept(self.neo4j, self.tenant, unembedded, texts, self.space, self.counts,
                               [partial.get(i) for i in unembedded]) if space == E5_SPACE
                     else self.embedder.embed(texts))
             vectors.update(zip(unembedded, made, strict=True))
@@ -381,8 +379,8 @@ class _Side:
         ids = [self.ids[self.routed[k]] for k in paid]
         texts = [candidates["memory"].iloc[self.routed[k]] for k in paid]
         real = dict(zip(paid, in_spaces([self.store.space] * len(paid), [None] * len(paid),
-                                        list(make_kept(neo4j, tenant, ids, texts, self.store.counts,
-                                                       parts_of(self.store.space)))),
+                                        list(make_kept(neo4j, tenant, ids, texts, self.store.space,
+                                                       self.store.counts))),
                         strict=True))
         means = {t: forest[t].vector_sum / max(forest[t].member_count, 1) for t in leaves}
         return {self.routed[k]: vector for k, vector in {**real, **impute(self.routing, means, real)}.items()}
