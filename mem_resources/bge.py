@@ -111,6 +111,11 @@ def share_cores(threads: int) -> None:
     _threads_per_process = threads
 
 
+def threads_per_process() -> int:
+    """The intra-op threads ``share_cores`` set (0: the runtime's default, one per core)."""
+    return _threads_per_process
+
+
 def session(model: bytes | Path, threads: int = 0) -> onnxruntime.InferenceSession:
     """A CPU session whose worker threads sleep rather than spin between runs: the judge runs
     thousands of small inputs one after another on a machine shared with Neo4j and other
@@ -122,7 +127,7 @@ def session(model: bytes | Path, threads: int = 0) -> onnxruntime.InferenceSessi
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
-    options.intra_op_num_threads = threads or _threads_per_process
+    options.intra_op_num_threads = threads or threads_per_process()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(model if isinstance(model, bytes) else str(model), options,
                                         providers=["CPUExecutionProvider"])

