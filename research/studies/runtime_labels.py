@@ -43,22 +43,22 @@ def labels(out: Path, files: list[str]) -> None:
     out.write_text(json.dumps(result))
 
 
-def compare(before: Path, after: Path) -> None:
+def _brief(truth: list[str], predicted: list[str]) -> dict:
     from mem_assets.dedup.evaluation import score
 
+    s = score(truth, predicted)
+    return {"R_F1": s["classes"]["redundant"]["f1"], "C_F1": s["classes"]["contradictory"]["f1"],
+            "R_precision": s["classes"]["redundant"]["precision"],
+            "wrong": f'{s["wrong_merges"]["count"]} + {s["wrong_supersedes"]["count"]}'}
+
+
+def compare(before: Path, after: Path) -> None:
     old, new = json.loads(before.read_text()), json.loads(after.read_text())
     for file in old:
         truth, a, b = old[file]["truth"], old[file]["predicted"], new[file]["predicted"]
         moved = Counter(f"{a[i]}->{b[i]} (truth {truth[i]})" for i in range(len(truth)) if a[i] != b[i])
-
-        def brief(predicted: list[str]) -> dict:
-            s = score(truth, predicted)
-            return {"R_F1": s["classes"]["redundant"]["f1"], "C_F1": s["classes"]["contradictory"]["f1"],
-                    "R_precision": s["classes"]["redundant"]["precision"],
-                    "wrong": f'{s["wrong_merges"]["count"]} + {s["wrong_supersedes"]["count"]}'}
-
         print(json.dumps({"file": file, "pairs": len(truth), "moved": sum(moved.values()), "changes": dict(moved),
-                          "before": brief(a), "after": brief(b)}))
+                          "before": _brief(truth, a), "after": _brief(truth, b)}))
 
 
 if __name__ == "__main__":
