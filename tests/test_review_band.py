@@ -27,8 +27,8 @@ from tests.test_resolution import EVERY_PAIR, _item
 from tests.test_undo_review import _memory_graph
 
 # Found with the shipped (accurate) judge among research/data/judge/heldout.jsonl's pairs: it
-# leaves both independent, P(redundant) = 0.75 and P(contradictory) = 0.55, each within 0.15 (and the default 0.30) of
-# its threshold; the two pairs across are gated as clearly independent.
+# leaves both independent, P(redundant) = 0.72 (0.75 before e5 ran on OpenVINO) and P(contradictory) = 0.55, each
+# within the default band (0.30) of its threshold; the two pairs across are gated as clearly independent.
 KOREAN, KOREAN_AGAIN = "Korean is the user's mother tongue.", "The user is a native Korean speaker."
 PRIYA, ANITA = "The user's wife is named Priya.", "The user's wife is called Anita."
 DAY_ONE, DAY_TWO, DAY_THREE = "2026-03-01T10:00:00Z", "2026-03-02T10:00:00Z", "2026-03-03T10:00:00Z"
