@@ -35,9 +35,10 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from mem_assets.reorg.clustering import leaves_of, merge_groups, themed_groups
 from mem_assets.reorg.topic_space import TopicSpace
@@ -520,6 +521,15 @@ class _Cycle:
         return self.plan
 
 
+@cache
+def _thread_pools() -> ThreadpoolController:
+    """The native thread pools a cycle's fits use (numpy's BLAS, scikit-learn's OpenMP, loaded
+    here first), found once: looking for them took ~10 ms a cycle."""
+    import sklearn.cluster  # noqa: F401
+
+    return ThreadpoolController()
+
+
 def plan_cycle(topics: Mapping[str, Topic], ids: Sequence[str], vectors: np.ndarray,
                langs: Sequence[str], params: PlacementParams,
                member_vectors: Callable[[Sequence[str]], np.ndarray],
@@ -534,7 +544,7 @@ def plan_cycle(topics: Mapping[str, Topic], ids: Sequence[str], vectors: np.ndar
     Fits run on one thread: most are small, where waking a thread pool costs more than the fit.
     """
     cycle = _Cycle(topics, ids, vectors, langs, params, member_vectors, new_id, cross, to_shared, abroad, guests)
-    with threadpool_limits(limits=1):
+    with _thread_pools().limit(limits=1):
         if len(cycle.ids):
             cycle.offer()
             cycle.export()

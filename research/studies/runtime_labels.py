@@ -1,4 +1,4 @@
-"""The shipped judge's label for every pair of some files, with whatever code is on PYTHONPATH.
+"""The shipped judge's label (and review-queue ``near``) for every pair of some files, with whatever code is on PYTHONPATH.
 
     PYTHONPATH=<tree> python research/studies/runtime_labels.py OUT.json FILE ...
     python research/studies/runtime_labels.py --compare BEFORE.json AFTER.json
@@ -36,9 +36,10 @@ def labels(out: Path, files: list[str]) -> None:
         pairs = [(rows[i]["a"], rows[i]["b"]) for i in judged]
         answers, _ = judge.judge_pairs(pairs)
         predicted = ["independent"] * len(rows)
-        for i, judgment in zip(judged, guard_judgments(pairs, answers), strict=True):
-            predicted[i] = judgment.label
-        result[file] = {"truth": [row["label"] for row in rows], "predicted": predicted}
+        near: list[str | None] = [None] * len(rows)
+        for i, judgment, answer in zip(judged, guard_judgments(pairs, answers), answers, strict=True):
+            predicted[i], near[i] = judgment.label, answer.near
+        result[file] = {"truth": [row["label"] for row in rows], "predicted": predicted, "near": near}
         print(file, len(rows), flush=True)
     out.write_text(json.dumps(result))
 
@@ -57,7 +58,10 @@ def compare(before: Path, after: Path) -> None:
     for file in old:
         truth, a, b = old[file]["truth"], old[file]["predicted"], new[file]["predicted"]
         moved = Counter(f"{a[i]}->{b[i]} (truth {truth[i]})" for i in range(len(truth)) if a[i] != b[i])
+        near_a, near_b = old[file].get("near"), new[file].get("near")
+        near_moved = None if near_a is None or near_b is None else sum(x != y for x, y in zip(near_a, near_b, strict=True))
         print(json.dumps({"file": file, "pairs": len(truth), "moved": sum(moved.values()), "changes": dict(moved),
+                          "review_queue_moved": near_moved,
                           "before": _brief(truth, a), "after": _brief(truth, b)}))
 
 

@@ -196,6 +196,58 @@ def test_exported_trees_split_exactly_where_scikit_learn_does():
     assert np.allclose(exported.probabilities(rows), model.predict_proba(rows), atol=1e-9)
 
 
+def test_all_trees_read_at_once_give_scikit_learns_probabilities_in_any_batch():
+    """The trees of a model are read together (``Forest``), in chunks of pairs; trees of
+    several depths, more rows than a chunk, and a row's probabilities bit for bit the same alone
+    as inside a batch."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(judge_model.FOREST_CHUNK * 2 + 37, len(FEATURE_NAMES)))
+    truth = np.where(x[:, 0] + x[:, 1] > 1, "redundant", np.where(x[:, 2] * x[:, 3] > 0.5, "contradictory",
+                                                                  "independent"))
+    model = GradientBoostingClassifier(n_estimators=40, max_depth=4, min_samples_leaf=200, random_state=0).fit(x, truth)
+    exported = judge_model.model_from_json(training.export(model, "fast", {}, {}), "test")
+    assert len({tree.steps[3] for per_class in exported.trees for tree in per_class}) > 1
+    together = exported.probabilities(x)
+    assert np.allclose(together, model.predict_proba(x), atol=1e-9)
+    for row in (0, judge_model.FOREST_CHUNK, len(x) - 1):
+        assert np.array_equal(exported.probabilities(x[row]), together[row:row + 1])
+
+
+def test_the_newer_first_reading_is_skipped_only_where_it_cannot_change_a_decision():
+    """A pair reaches the costly model's (newer, older) reading only when the (older, newer) one
+    leaves a decision or a review-queue place open; every label and ``near`` is what reading both
+    orders gives, and a skipped pair's P(independent) is a lower bound of the two-order one."""
+    pairs = [("The user lives in Berlin.", "The user moved to Munich last spring."),
+             ("The user likes green tea.", "The user enjoys drinking green tea."),
+             ("The user has two cats.", "The user's sister works as a nurse."),
+             ("Melanie has two children.", "Melanie has three kids."),
+             ("用户住在杭州", "用户搬到了上海"), ("用户喜欢喝绿茶", "用户爱喝绿茶"),
+             ("用户养了一只狗", "用户的哥哥在北京工作"), ("用户每天跑步五公里", "用户周末去爬山"),
+             ("The user plays the piano.", "The user started learning the violin."),
+             ("The user is allergic to peanuts.", "The user cannot eat peanuts."),
+             ("Jon wants to open a dance studio.", "Jon's favourite food is pizza."),
+             ("用户是素食者", "用户不吃肉")]
+    model, band = judge_model.load(), {"redundant": 0.3, "contradictory": 0.3}
+    decided = judge_model.predict(pairs, model, band=band)
+    featurizer = judge_model.featurizer()
+    both = featurizer.matrix([*pairs, *((b, a) for a, b in pairs)])
+    read_both = model.pair_probabilities(both[:len(pairs)], both[len(pairs):])
+    chinese = judge_model.both_chinese(both[:len(pairs)])
+    labels = model.decide(read_both, chinese)
+    near = model.near_misses(read_both, band, chinese)
+    assert [d.label for d in decided] == [label for label, _ in labels]
+    assert [d.near for d in decided] == [n[0] if n and label == "independent" else None
+                                         for n, (label, _) in zip(near, labels, strict=True)]
+    skipped = [i for i, d in enumerate(decided) if d.one_order]
+    assert skipped and len(skipped) < len(pairs)
+    independent = model.classes.index("independent")
+    for i in skipped:
+        assert decided[i].probability <= read_both[i, independent] + 1e-12
+        assert "read older-first only" in decided[i].reason
+    reread = model.needs_reverse(model.probabilities(both[:len(pairs)]), band, chinese)
+    assert not reread[skipped].any()
+
+
 def test_probabilities_are_a_distribution():
     features = pair_features("Melanie has two children.", "Melanie has three kids.", wordllama_embed, e5_embed,
                              encoders, cross())
