@@ -431,7 +431,7 @@ def feature_matrix(pairs: Sequence[tuple[str, str]], deep: bool = True) -> np.nd
 def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             features_of: PairFeaturizer | None = None, gate: Gate | None = None,
             band: Mapping[str, float] | None = None, reach: Mapping[str, float] | None = None,
-            middle: Gate | None = None) -> list[Decision]:
+            middle: Gate | None = None, both_orders: bool = False) -> list[Decision]:
     """Label (older, newer) text pairs with the shipped model.
     Texts equal after normalisation (the pipeline's exact duplicates) are redundant outright.
     ``features_of``: a featurizer (of the model's kind) shared across calls. ``gate``: the pairs
@@ -445,7 +445,9 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
     answered without the model's bge-small and cross-encoder features; the others record what its
     model alone would have said. The model reads a pair newer-first too only where
     ``JudgeModel.needs_reverse`` leaves its decision open; the rest are ``one_order``, symmetrized
-    as if that reading had said P(redundant) = 1 (the bound that could not change them)."""
+    as if that reading had said P(redundant) = 1 (the bound that could not change them);
+    ``both_orders`` reads every pair both ways (every probability exact, for studies and the
+    frozen-model test)."""
     model = model or load()
     decided: list[Decision | None] = [
         Decision("redundant", 1.0, stage="exact") if normalize_text(a) == normalize_text(b) else None
@@ -479,7 +481,7 @@ def predict(pairs: Sequence[tuple[str, str]], model: JudgeModel | None = None,
             ahead = model.probabilities(features)
             behind = np.zeros_like(ahead)
             behind[:, model.classes.index("redundant")] = 1.0
-            reread = model.needs_reverse(ahead, band or {}, chinese)
+            reread = np.ones(len(ahead), bool) if both_orders else model.needs_reverse(ahead, band or {}, chinese)
             if reread.any():
                 behind[reread] = model.probabilities(features_of.with_deep(
                     [(b, a) for (a, b), again in zip(subset, reread, strict=True) if again],
