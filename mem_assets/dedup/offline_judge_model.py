@@ -101,7 +101,7 @@ class Tree:
 class Forest:
     """Every tree of a model in one set of arrays (node ids global, each tree's root in
     ``roots``), so a level of all trees for all rows is a few array operations rather than a
-    few per tree: ~900 trees read ~170 pairs in ~2 ms instead of ~45."""
+    few per tree: judge-v13's 900 trees 0.27 → 0.06 ms a pair in a fleet night."""
 
     roots: np.ndarray
     left: np.ndarray
