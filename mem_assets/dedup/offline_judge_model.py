@@ -113,14 +113,12 @@ class Forest:
 
     @classmethod
     def of(cls, trees: Sequence[Tree]) -> Forest:
-        steps = [tree.steps for tree in trees]
-        sizes = np.array([len(tree.left) for tree in trees])
-        roots = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        return cls(roots, np.concatenate([left + root for (left, _, _, _), root in zip(steps, roots, strict=True)]),
-                   np.concatenate([right + root for (_, right, _, _), root in zip(steps, roots, strict=True)]),
-                   np.concatenate([feature for _, _, feature, _ in steps]),
-                   np.concatenate([tree.threshold for tree in trees]), np.concatenate([tree.value for tree in trees]),
-                   max(depth for *_, depth in steps))
+        lefts, rights, features, depths = zip(*(tree.steps for tree in trees), strict=True)
+        roots = np.concatenate([[0], np.cumsum([len(left) for left in lefts])[:-1]])
+        return cls(roots, np.concatenate([left + root for left, root in zip(lefts, roots, strict=True)]),
+                   np.concatenate([right + root for right, root in zip(rights, roots, strict=True)]),
+                   np.concatenate(features), np.concatenate([tree.threshold for tree in trees]),
+                   np.concatenate([tree.value for tree in trees]), max(depths))
 
     def leaf_values(self, columns: np.ndarray) -> np.ndarray:
         """Per tree (rows) and pair (columns), the value of the leaf the pair reaches; ``columns``

@@ -1,4 +1,5 @@
-"""The shipped judge's label (and review-queue ``near``) for every pair of some files, with whatever code is on PYTHONPATH.
+"""The shipped judge's label (and review-queue ``near``) for every pair of some files, with
+whatever code is on PYTHONPATH.
 
     PYTHONPATH=<tree> python research/studies/runtime_labels.py OUT.json FILE ...
     python research/studies/runtime_labels.py --compare BEFORE.json AFTER.json
