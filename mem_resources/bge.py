@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import zipfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 
@@ -114,6 +117,22 @@ def share_cores(threads: int) -> None:
 def threads_per_process() -> int:
     """The intra-op threads ``share_cores`` set (0: the runtime's default, one per core)."""
     return _threads_per_process
+
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+def run_each(run: Callable[[In], Out], inputs: Sequence[In]) -> list[Out]:
+    """``run`` on each input, for a model run on one input at a time with one intra-op thread
+    (its int8 activations are quantized per input): on as many threads as this process's share of
+    the cores, since onnxruntime lets go of the GIL while it runs. Each output is the one a lone
+    run gives, bit for bit; a worker of a pool that shares the cores one each runs them in turn."""
+    threads = min(len(inputs), threads_per_process() or len(os.sched_getaffinity(0)))
+    if threads <= 1:
+        return [run(item) for item in inputs]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(run, inputs))
 
 
 def session(model: bytes | Path, threads: int = 0) -> onnxruntime.InferenceSession:
