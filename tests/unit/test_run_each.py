@@ -1,6 +1,7 @@
-"""Models run on one input at a time (cross-encoders, topic encoders) run their inputs side by
-side on a lone process's cores and in turn in a pool worker that has one core, with the same
-outputs bit for bit (mem_resources/bge.py ``run_each``)."""
+"""Models run one input (or one batch) at a time on one thread — cross-encoders, topic encoders,
+bge-small's token states, e5 on OpenVINO — run them side by side on a lone process's cores and
+in turn in a pool worker that has one core, with the same outputs bit for bit
+(mem_resources/bge.py ``run_each``)."""
 
 from __future__ import annotations
 
@@ -62,8 +63,25 @@ def test_models_give_the_same_outputs_side_by_side_as_in_turn(cores, language):
     for share in (1, 2):
         cores(share)
         judge = cross_encoder.CrossEncoder(cross_encoder.MODEL_FILES[language], jar, language)
-        outputs.append((judge.probabilities(pairs), topic_encoder.TopicEncoder(topic_encoder.ENCODERS[language]).embed(texts)))
-    (cross_in_turn, topics_in_turn), (cross_side_by_side, topics_side_by_side) = outputs
-    assert cross_in_turn.shape == (len(pairs), 3) and topics_in_turn.shape[0] == len(texts)
-    assert np.array_equal(cross_in_turn, cross_side_by_side)
-    assert np.array_equal(topics_in_turn, topics_side_by_side)
+        topics = topic_encoder.TopicEncoder(topic_encoder.ENCODERS[language])
+        states = bge.TokenEncoder(jar, bge.JARS[language]).encode(texts * 3)
+        outputs.append((judge.probabilities(pairs), topics.embed(texts),
+                        np.concatenate([np.vstack([s.sentence, s.tokens]) for s in states])))
+    in_turn, side_by_side = outputs
+    assert in_turn[0].shape == (len(pairs), 3) and in_turn[1].shape[0] == len(texts)
+    assert len(in_turn[2]) > 3 * len(texts)
+    for one, other in zip(in_turn, side_by_side, strict=True):
+        assert np.array_equal(one, other)
+
+
+def test_e5_gives_the_same_vectors_on_two_streams_as_on_one(cores):
+    from mem_resources.e5_onnx import E5Onnx
+
+    texts = [text for pairs in PAIRS.values() for pair in pairs[:4] for text in pair] + ["word " * 700]
+    vectors = []
+    for share in (1, 2):
+        cores(share)
+        e5 = E5Onnx()
+        vectors.append((e5.passage(texts), e5.query(texts)))
+    assert vectors[0][0].shape == (len(texts), 384)
+    assert np.array_equal(vectors[0][0], vectors[1][0]) and np.array_equal(vectors[0][1], vectors[1][1])
