@@ -19,8 +19,8 @@ Peak RSS is the growth over this process's start, sampled every 10 ms.
 
 Targets, judged only at their scale and only when no kept vector was deferred to a later run
 (issue 44): from scratch, 100k orphans < 60 s with >= 95 % placed; incremental, 10k new into 100k
-< 20 s. Defaults fit a busy
-2-core machine; the issues' scale is ``--nodes 100000 --new 10000``.
+< 20 s. Defaults fit a busy 2-core machine; the issues' scale is ``--nodes 100000 --new 10000``,
+and ``--e5-max-per-run 1000000`` makes every kept vector in the run (a backfill).
 
     python -m bench.reorg_bench [--nodes 20000] [--new 2000] [--keep] [--e5-max-per-run 1000]
 """

@@ -124,10 +124,11 @@ Out = TypeVar("Out")
 
 
 def run_each(run: Callable[[In], Out], inputs: Sequence[In]) -> list[Out]:
-    """``run`` on each input, for a model run on one input at a time with one intra-op thread
-    (its int8 activations are quantized per input): on as many threads as this process's share of
-    the cores, since onnxruntime lets go of the GIL while it runs. Each output is the one a lone
-    run gives, bit for bit; a worker of a pool that shares the cores one each runs them in turn."""
+    """``run`` on each input (a text, a pair, a batch) of a model run one input at a time on one
+    thread (an int8 model quantizes its activations per input, so inputs are not batched
+    together): on as many threads as this process's share of the cores, since onnxruntime and
+    OpenVINO let go of the GIL while they run. Each output is the one a lone run gives, bit for
+    bit; a worker of a pool that shares the cores one each runs them in turn."""
     threads = min(len(inputs), threads_per_process() or len(os.sched_getaffinity(0)))
     if threads <= 1:
         return [run(item) for item in inputs]

@@ -195,9 +195,10 @@ class E5Onnx:
 
     Texts run in batches of equal token count and never padded: OpenVINO's attention over a
     padded row differs from the unpadded one in the last bits, so with padding a text's vector
-    would depend on its batch; without, it does not."""
+    would depend on its batch; without, it does not. ``streams``: batches run side by side (0:
+    this process's share of the cores, ``bge.share_cores``)."""
 
-    def __init__(self, path: Path | None = None, threads: int = 0, batch: int = 16) -> None:
+    def __init__(self, path: Path | None = None, streams: int = 0, batch: int = 16) -> None:
         from tokenizers import Tokenizer, models, pre_tokenizers
 
         self.model = E5File.read(path or model_file())
@@ -206,7 +207,7 @@ class E5Onnx:
         self._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
                                                                  split=False)
         self._requests = _infer_requests(encoder_graph(self.model),
-                                         threads or bge.threads_per_process() or len(os.sched_getaffinity(0)))
+                                         streams or bge.threads_per_process() or len(os.sched_getaffinity(0)))
         hidden = self.model.hidden
         self._position = self.model.tensors["emb.pos"].reshape(-1, hidden)
         self._type = self.model.tensors["emb.type"][:hidden]
