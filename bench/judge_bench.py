@@ -33,11 +33,13 @@ import pandas as pd
 
 from bench.dedup_bench import CITIES, ZH_CITIES, friend_name, synthetic_texts
 from bench.measure import Result, measured, report
+from mem_assets.dedup import offline_judge_cross_encoder as cross_encoder
 from mem_assets.dedup import offline_judge_features as pair_features
 from mem_assets.dedup import offline_judge_model as judge_model
 from mem_assets.dedup.judgment_cache import build_requests
 from mem_assets.dedup.offline_judge_features import PairFeaturizer, parse
 from mem_resources.embedder import e5_embed, wordllama_embed
+from mem_resources.settings import DEFAULT_MODELS_DIR
 
 
 def bench_pairs(count: int, top_k: int) -> list[tuple[str, str]]:
@@ -66,10 +68,14 @@ def bench_pairs(count: int, top_k: int) -> list[tuple[str, str]]:
 
 
 def cold() -> None:
-    """Forget every parsed text and word (all memo caches of the featurizer module)."""
+    """Forget every parsed text and word (all memo caches of the featurizer module) and every pair
+    the cross-encoders read (each is kept per process), loading them again untimed."""
     for value in vars(pair_features).values():
         if hasattr(value, "cache_clear"):
             value.cache_clear()
+    cross_encoder.load.cache_clear()
+    for language in judge_model.load("accurate").cross_encoders:
+        cross_encoder.load(DEFAULT_MODELS_DIR, language)
 
 
 def main() -> None:
