@@ -31,11 +31,13 @@ from mem_resources.settings import load_settings
 
 if TYPE_CHECKING:
     import onnxruntime
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
 
 Language = Literal["en", "zh"]
 MAX_TOKENS = 256
 _BATCH = 32
+#: The inputs of a BERT-style ONNX model: bge-small and the models fine-tuned from it.
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _PUNCTUATION = re.compile(r"[\W_]+")
 
@@ -119,6 +121,17 @@ def threads_per_process() -> int:
     return _threads_per_process
 
 
+def cores() -> int:
+    """This process's share of the cores (``share_cores``), else every core it may run on."""
+    return _threads_per_process or len(os.sched_getaffinity(0))
+
+
+def one_input(encoded: Encoding) -> dict[str, np.ndarray]:
+    """The feed of one tokenized text or pair: a batch of one, unpadded."""
+    return {name: np.array([values], dtype=np.int64) for name, values in
+            zip(INPUTS, (encoded.ids, encoded.attention_mask, encoded.type_ids), strict=True)}
+
+
 In = TypeVar("In")
 Out = TypeVar("Out")
 
@@ -129,7 +142,7 @@ def run_each(run: Callable[[In], Out], inputs: Sequence[In]) -> list[Out]:
     together): on as many threads as this process's share of the cores, since onnxruntime and
     OpenVINO let go of the GIL while they run. Each output is the one a lone run gives, bit for
     bit; a worker of a pool that shares the cores one each runs them in turn."""
-    threads = min(len(inputs), threads_per_process() or len(os.sched_getaffinity(0)))
+    threads = min(len(inputs), cores())
     if threads <= 1:
         return [run(item) for item in inputs]
     with ThreadPoolExecutor(threads) as pool:

@@ -13,7 +13,6 @@ own input, and their mean-pooled states averaged by token count, as the engine d
 
 from __future__ import annotations
 
-import os
 import queue
 import re
 import struct
@@ -206,8 +205,7 @@ class E5Onnx:
         self._tokenizer = Tokenizer(models.Unigram(self.model.pieces, unk_id=self.model.unk, byte_fallback=False))
         self._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
                                                                  split=False)
-        self._requests = _infer_requests(encoder_graph(self.model),
-                                         streams or bge.threads_per_process() or len(os.sched_getaffinity(0)))
+        self._requests = _infer_requests(encoder_graph(self.model), streams or bge.cores())
         hidden = self.model.hidden
         self._position = self.model.tensors["emb.pos"].reshape(-1, hidden)
         self._type = self.model.tensors["emb.type"][:hidden]

@@ -29,7 +29,7 @@ MODEL_FILES: dict[bge.Language, Path] = {
     "zh": Path(__file__).parent / "models" / "judge-v9-zh-cross-encoder.onnx",
     "en": Path(__file__).parent / "models" / "judge-v13-en-cross-encoder.onnx",
 }
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+INPUTS = bge.INPUTS
 MAX_TOKENS = 128
 
 
@@ -51,10 +51,7 @@ class CrossEncoder:
         self._known: dict[tuple[str, str], np.ndarray] = {}
 
     def _run(self, pair: tuple[str, str]) -> np.ndarray:
-        encoded = self._tokenizer.encode(*pair)
-        feed = {name: np.array([getattr(encoded, field)], dtype=np.int64)
-                for name, field in zip(INPUTS, ("ids", "attention_mask", "type_ids"), strict=True)}
-        return self._session.run(None, feed)[0][0].astype(np.float64)
+        return self._session.run(None, bge.one_input(self._tokenizer.encode(*pair)))[0][0].astype(np.float64)
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         new = [pair for pair in dict.fromkeys(pairs) if pair not in self._known]

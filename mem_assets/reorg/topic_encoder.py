@@ -18,7 +18,7 @@ from mem_resources import bge, model_passes
 
 Language = Literal["en", "zh"]
 MODELS = Path(__file__).parent / "models"
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+INPUTS = bge.INPUTS
 MAX_TOKENS = 64
 
 
@@ -74,10 +74,7 @@ class TopicEncoder:
         self._tokenizer.enable_truncation(MAX_TOKENS)
 
     def _run(self, text: str) -> np.ndarray:
-        encoded = self._tokenizer.encode(text)
-        feed = {name: np.array([getattr(encoded, field)], dtype=np.int64)
-                for name, field in zip(INPUTS, ("ids", "attention_mask", "type_ids"), strict=True)}
-        return self._session.run(None, feed)[0][0]
+        return self._session.run(None, bge.one_input(self._tokenizer.encode(text)))[0][0]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Each text on its own, side by side on the process's cores (``bge.run_each``)."""
